@@ -1,0 +1,96 @@
+"""The judge: scores one finished dialogue on the benchmark's dimensions.
+
+One call per dimension, as in the paper: task completion (against the task goal),
+personalization (with everything known about the user), and naturalness and coherence
+of the user's and of the assistant's messages. Every call starts with the same system
+prompt and conversation, so a prefix cache serves all six from one prefill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, TypeVar
+
+from pydantic import BaseModel
+
+from ..data.context import ScenarioContext
+from ..llm.base import ChatModel, ChatRequest, Message
+from ..scales import (
+    COHERENCE_ASSISTANT, COHERENCE_USER, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
+    TASK_COMPLETION, Metric,
+)
+from .answers import SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
+from .calls import CallLog
+from .render import demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block
+
+JUDGE_TEMPERATURE = 0.0
+JUDGE_MAX_TOKENS = 1024
+RATED_SIDES: tuple[tuple[Metric, str], ...] = (
+    (NATURALNESS_USER, "judge_naturalness"), (NATURALNESS_ASSISTANT, "judge_naturalness"),
+    (COHERENCE_USER, "judge_coherence"), (COHERENCE_ASSISTANT, "judge_coherence"),
+)
+_RATING_TEMPLATES = {metric.name: template for metric, template in RATED_SIDES}
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class Scores(BaseModel):
+    """The judged scores of one dialogue, on the benchmark's own scales."""
+
+    task_completion: bool
+    personalization: int
+    naturalness_user: int
+    naturalness_assistant: int
+    coherence_user: int
+    coherence_assistant: int
+
+
+class Verdict(BaseModel):
+    scores: Scores
+    #: the judge's reason for each metric, keyed by metric name
+    reasons: dict[str, str]
+    observations: list[str] = []
+    suggestions: list[str] = []
+
+
+@dataclass
+class Judge:
+    model: ChatModel
+
+    def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
+        rubric = fill("judge_task_completion", goal=ctx.scenario.task.goal)
+        return self._ask(messages, TASK_COMPLETION, TaskCompletionAnswer, rubric, log)
+
+    def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> PersonalizationAnswer:
+        rubric = fill(
+            "judge_personalization",
+            demographics=demographics_block(ctx), preferences=preferences_block(ctx),
+            task=ctx.scenario.task.user_intent, interactions=interactions_block(ctx), situation=situation_block(ctx),
+        )
+        return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log)
+
+    def rating(self, metric: Metric, messages: Sequence[Message], log: CallLog) -> RatingAnswer:
+        rubric = fill(_RATING_TEMPLATES[metric.name], side=metric.side.upper())
+        return self._ask(messages, metric, RatingAnswer, rubric, log)
+
+    def judge(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> Verdict:
+        tc = self.task_completion(ctx, messages, log)
+        pers = self.personalization(ctx, messages, log)
+        ratings = {metric.name: self.rating(metric, messages, log) for metric, _ in RATED_SIDES}
+        reasons = {TASK_COMPLETION.name: tc.explanation, PERSONALIZATION.name: pers.justification}
+        reasons.update({name: answer.justification for name, answer in ratings.items()})
+        scores = Scores(
+            task_completion=tc.verdict, personalization=pers.score,
+            **{name: answer.score for name, answer in ratings.items()},
+        )
+        return Verdict(scores=scores, reasons=reasons, observations=pers.observations, suggestions=pers.suggestions)
+
+    def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog) -> A:
+        conversation = fill("judge_conversation", dialogue=dialogue_block(messages))
+        request = ChatRequest(
+            messages=(Message("system", fill("judge_system")), Message("user", conversation + rubric)),
+            purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
+            json_schema=SCHEMAS[answer], schema_name=metric.name,
+        )
+        response = log.chat(self.model, request, role="judge", label=metric.name, turn=0)
+        return parse_answer(response.text, answer, metric.name)

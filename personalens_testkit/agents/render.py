@@ -1,0 +1,98 @@
+"""Prompt templates (package files under ``prompts/``) and the text blocks that fill them.
+
+Layout rule for every prompt: the parts fixed for a scenario come first and the growing
+dialogue last, so a server's prompt-prefix cache (llama.cpp, Bedrock) reuses the prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Iterable
+
+from ..data.context import ScenarioContext
+from ..llm.base import Message
+
+
+@cache
+def template(name: str) -> Template:
+    text = (resources.files("personalens_testkit.agents") / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
+    return Template(text)
+
+
+def fill(name: str, **values: str) -> str:
+    return template(name).substitute(**values)
+
+
+def bullet_pairs(pairs: Iterable[tuple[str, object]]) -> str:
+    return "\n".join(f"- {key}: {_value(value)}" for key, value in pairs)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def demographics_block(ctx: ScenarioContext) -> str:
+    return bullet_pairs(ctx.demographics.items())
+
+
+def situation_block(ctx: ScenarioContext) -> str:
+    return bullet_pairs(ctx.situation_pairs)
+
+
+def preferences_block(ctx: ScenarioContext) -> str:
+    """One bullet list for a single-domain task; one headed list per domain for a multi-domain task."""
+    if len(ctx.preferences) == 1:
+        (prefs,) = ctx.preferences.values()
+        return bullet_pairs(prefs.items())
+    return "\n\n".join(f"{domain}:\n{bullet_pairs(prefs.items())}" for domain, prefs in ctx.preferences.items())
+
+
+def interactions_block(ctx: ScenarioContext) -> str:
+    """The summary itself for a single-domain task; one tagged summary per domain otherwise."""
+    if len(ctx.interactions) == 1:
+        (summary,) = ctx.interactions.values()
+        return summary.strip()
+    return "\n".join(f"<{domain}>\n{summary.strip()}\n</{domain}>" for domain, summary in ctx.interactions.items())
+
+
+_CONVERSATION_TAG = re.compile(r"</?\s*conversation\s*>", flags=re.IGNORECASE)
+
+
+def dialogue_block(messages: Iterable[Message], *, style: str = "brackets") -> str:
+    """Render turns one per line: ``[USER]: ...`` (``brackets``) or ``User: ...`` (``plain``).
+
+    Text that would close or open the enclosing ``<conversation>`` block is neutralised,
+    so a message can never step outside the data it is quoted in.
+    """
+    lines = []
+    for message in messages:
+        content = _CONVERSATION_TAG.sub(lambda m: m.group(0).replace("<", "&lt;"), message.content.strip())
+        label = f"[{message.role.upper()}]" if style == "brackets" else message.role.capitalize()
+        lines.append(f"{label}: {content}")
+    return "\n".join(lines)
+
+
+#: Where a model that runs past its own message starts writing another speaker's turn.
+SPEAKER_STOPS = ("\n[USER]:", "\n[ASSISTANT]:", "\nUser:", "\nAssistant:")
+_NEXT_SPEAKER = re.compile(r"\n\s*(?:\[?\s*(?:user|assistant)\s*\]?\s*:|</[a-z_]+>)", flags=re.IGNORECASE)
+
+
+def own_message(text: str) -> str:
+    """A reply as one speaker's message: no leading speaker label, nothing after it that the model
+    invented (a next speaker's turn, or a closing tag copied from the prompt's layout)."""
+    text = strip_speaker_label(text)
+    match = _NEXT_SPEAKER.search(text)
+    return (text[: match.start()] if match else text).strip()
+
+
+_LEADING_LABEL = re.compile(r"^\s*\[?\s*(?:user|assistant)\s*\]?\s*:\s*", flags=re.IGNORECASE)
+
+
+def strip_speaker_label(text: str) -> str:
+    """Drop a speaker label a model may put before its message (``USER:``, ``[ASSISTANT]:``)."""
+    return _LEADING_LABEL.sub("", text.strip(), count=1).strip()

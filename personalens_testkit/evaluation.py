@@ -1,0 +1,85 @@
+"""One scenario end to end: context, dialogue, judgement. Knows nothing of pytest.
+
+:meth:`Evaluator.evaluate` never raises the testkit's own errors: it records them on
+the :class:`Evaluation` (with the phase they happened in), so the transcript so far and
+every call made are kept for the result row. Bugs (other exceptions) propagate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .agents.dialogue import Dialogue, run_dialogue, turn_limit
+from .agents.judge import Judge, Verdict
+from .agents.user_agent import UserAgent
+from .assistants.base import Assistant
+from .data.context import build_context
+from .data.loader import Dataset
+from .data.models import Scenario
+from .errors import JudgeAnswerError, PersonalensError
+
+logger = logging.getLogger("personalens_testkit.evaluation")
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """Why a scenario could not be scored: the error's kind, the phase, its one-line message."""
+
+    kind: str
+    phase: str
+    message: str
+    raw_answer: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.phase} failed ({self.kind}): {self.message}"
+
+
+@dataclass
+class Evaluation:
+    scenario: Scenario
+    max_turns: int
+    dialogue: Dialogue = field(default_factory=Dialogue)
+    verdict: Verdict | None = None
+    error: ErrorInfo | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    seconds: float = 0.0
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Evaluator:
+    dataset: Dataset
+    user_agent: UserAgent
+    assistant: Assistant
+    judge: Judge
+    #: overrides the benchmark's 20 (single-domain) / 30 (multi-domain) turn limit
+    max_turns: int | None = None
+
+    def evaluate(self, scenario: Scenario) -> Evaluation:
+        evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns))
+        evaluation.started_at = _now()
+        started = time.perf_counter()
+        phase = "loading the scenario's data"
+        try:
+            ctx = build_context(self.dataset, scenario)
+            phase = "the dialogue"
+            run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant, max_turns=evaluation.max_turns)
+            phase = "judging"
+            logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
+            evaluation.verdict = self.judge.judge(ctx, evaluation.dialogue.messages, evaluation.dialogue.log)
+        except PersonalensError as exc:
+            evaluation.error = ErrorInfo(
+                kind=type(exc).__name__, phase=phase, message=str(exc),
+                raw_answer=exc.raw if isinstance(exc, JudgeAnswerError) else None,
+            )
+        finally:
+            evaluation.seconds = round(time.perf_counter() - started, 3)
+            evaluation.finished_at = _now()
+        return evaluation

@@ -1,0 +1,117 @@
+"""thresholds.yaml: its schema, loading with one-line errors, and per-scenario checks.
+
+    version: 1
+    scenario:                   # floors every single scenario must reach
+      task_completion: true     # true: the judge must find the task completed; false/null: not gated
+      personalization: 2        # 1-4, or null for no floor
+      naturalness_assistant: 3  # 1-5, or null
+      coherence_assistant: 3    # 1-5, or null
+      naturalness_user: null    # the user side rates the simulator, not your assistant
+      coherence_user: null
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigError
+from ..scales import METRIC_BY_NAME
+
+
+
+class ScenarioFloors(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    task_completion: Optional[bool] = True
+    personalization: Optional[int] = Field(default=2, ge=1, le=4)
+    naturalness_assistant: Optional[int] = Field(default=3, ge=1, le=5)
+    coherence_assistant: Optional[int] = Field(default=3, ge=1, le=5)
+    naturalness_user: Optional[int] = Field(default=None, ge=1, le=5)
+    coherence_user: Optional[int] = Field(default=None, ge=1, le=5)
+
+
+class Thresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    version: Literal[1] = 1
+    scenario: ScenarioFloors = Field(default_factory=ScenarioFloors)
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    metric: str
+    value: Any
+    floor: Any
+
+    def describe(self) -> str:
+        title = METRIC_BY_NAME[self.metric].title
+        if isinstance(self.floor, bool):
+            return f"{title}: the judge found the task not completed (required: completed)"
+        return f"{title}: {self.value} is below the floor of {self.floor}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "value": self.value, "floor": self.floor}
+
+
+def default_thresholds_path() -> Path:
+    return Path(str(resources.files("personalens_testkit.gating") / "default_thresholds.yaml"))
+
+
+def load_thresholds(path: str | Path) -> Thresholds:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, None, f"cannot be read ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(path, None, f"not valid YAML: {problem}{where}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(path, None, f"expected a mapping of settings at the top, found {type(data).__name__}")
+    try:
+        return Thresholds.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(path, *_explain(exc)) from None
+
+
+def _explain(exc: ValidationError) -> tuple[str, str]:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    value = first.get("input")
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return key, "unknown key (see the schema at the top of thresholds.yaml)"
+    if key == "version":
+        return key, f"must be 1 (got {value!r})"
+    metric = METRIC_BY_NAME.get(key.rsplit(".", 1)[-1])
+    if metric is not None and metric.kind == "bool":
+        return key, f"must be true, false or null (got {value!r})"
+    if metric is not None:
+        return key, f"must be a whole number from {metric.low} to {metric.high}, or null (got {value!r})"
+    return key, f"{first['msg']} (got {value!r})"
+
+
+def shortfalls(floors: ScenarioFloors, scores: dict[str, Any]) -> list[Shortfall]:
+    """The scores below their floors, in metric order; an empty list means the scenario passes."""
+    found = []
+    for name, floor in floors.model_dump().items():
+        if floor is None or floor is False:
+            continue
+        value = scores[name]
+        if (floor is True and value is not True) or (not isinstance(floor, bool) and value < floor):
+            found.append(Shortfall(name, value, floor))
+    return found

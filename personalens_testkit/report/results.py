@@ -1,0 +1,159 @@
+"""Result rows: one JSON line per scenario, written as each case ends.
+
+Only the controlling pytest process writes ``results.jsonl`` (workers send their rows
+with the test report), so rows never interleave; each row is one ``write`` followed by
+a flush, so a killed run keeps every row written before it died. Transcripts are also
+written as readable text files, one per scenario, by whichever process ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Literal, Optional
+
+from pydantic import BaseModel
+
+from ..agents.judge import Scores
+from ..evaluation import Evaluation
+from ..gating.thresholds import Shortfall
+
+Status = Literal["passed", "failed", "error"]
+
+
+class RunInfo(BaseModel):
+    """What every row of a run shares: its id and the parts it was run with."""
+
+    run_id: str
+    assistant: str
+    assistant_context: str
+    assistant_model: Optional[str]
+    user_model: str
+    judge_model: str
+
+
+class ResultRow(BaseModel):
+    schema_version: int = 1
+    run_id: str
+    scenario_id: str
+    user_id: str
+    task_id: str
+    task_kind: str
+    domains: list[str]
+    status: Status
+    assistant: str
+    assistant_context: str
+    assistant_model: Optional[str]
+    user_model: str
+    judge_model: str
+    scores: Optional[Scores]
+    reasons: dict[str, str]
+    observations: list[str]
+    suggestions: list[str]
+    shortfalls: list[dict[str, Any]]
+    error: Optional[dict[str, Any]]
+    turns: int
+    max_turns: int
+    termination: Optional[str]
+    notes: list[str]
+    transcript: list[dict[str, str]]
+    transcript_path: Optional[str]
+    calls: list[dict[str, Any]]
+    started_at: str
+    finished_at: str
+    seconds: float
+
+
+def build_row(
+    run: RunInfo, evaluation: Evaluation, *, status: Status, found: list[Shortfall], transcript_path: str | None
+) -> ResultRow:
+    scenario, dialogue, verdict = evaluation.scenario, evaluation.dialogue, evaluation.verdict
+    error = evaluation.error
+    return ResultRow(
+        **run.model_dump(),
+        scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
+        task_kind=scenario.kind.value, domains=list(scenario.domains), status=status,
+        scores=verdict.scores if verdict else None,
+        reasons=verdict.reasons if verdict else {},
+        observations=verdict.observations if verdict else [],
+        suggestions=verdict.suggestions if verdict else [],
+        shortfalls=[s.as_dict() for s in found],
+        error=None if error is None else {
+            "kind": error.kind, "phase": error.phase, "message": error.message, "raw_answer": error.raw_answer,
+        },
+        turns=dialogue.turns, max_turns=evaluation.max_turns,
+        termination=dialogue.termination.value if dialogue.termination else None,
+        notes=list(dialogue.notes), transcript=dialogue.transcript(), transcript_path=transcript_path,
+        calls=[c.as_dict() for c in dialogue.log.records],
+        started_at=evaluation.started_at, finished_at=evaluation.finished_at, seconds=evaluation.seconds,
+    )
+
+
+class ResultsWriter:
+    """Appends rows to a JSON Lines file; opened lazily, so a run without cases writes nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+        self.count = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._file.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+        self._file.flush()
+        self.count += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every complete row of a results file (a torn last line from a crash is skipped)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.endswith("\n") and line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def format_transcript(evaluation: Evaluation) -> str:
+    scenario = evaluation.scenario
+    lines = [
+        f"# {scenario.scenario_id}",
+        f"task: {scenario.task.task_id} - {scenario.task.user_intent}",
+        f"goal: {scenario.task.goal}",
+        f"turns: {evaluation.dialogue.turns} of at most {evaluation.max_turns}; "
+        f"ended by: {evaluation.dialogue.termination.value if evaluation.dialogue.termination else 'not finished'}",
+        "",
+    ]
+    for message in evaluation.dialogue.messages:
+        lines.append(f"{message.role.upper()}: {message.content}")
+        lines.append("")
+    if evaluation.verdict is not None:
+        lines.append("## Judge")
+        for name, value in evaluation.verdict.scores.model_dump().items():
+            lines.append(f"- {name}: {value} - {evaluation.verdict.reasons.get(name, '')}")
+    if evaluation.error is not None:
+        lines.append("## Error")
+        lines.append(evaluation.error.describe())
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a whole file or nothing: a temporary file in the same folder, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,160 @@
+"""The state of one run in one process: settings, data, servers, models, results.
+
+Used by the pytest plugin (which stays glue) and usable without pytest. The
+controlling process launches the embedded servers and writes results; xdist workers
+get the server handles and the run folder from it and only evaluate scenarios.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .agents.judge import Judge
+from .agents.user_agent import UserAgent
+from .assistants.reference import ReferenceAssistant
+from .config import RunSettings
+from .data.loader import Dataset, open_dataset
+from .data.models import Scenario, TaskKind
+from .data.selection import select_scenarios
+from .errors import ModelServerError
+from .evaluation import Evaluator
+from .gating.thresholds import Thresholds, load_thresholds
+from .llm.base import ChatModel
+from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
+from .llm.registry import ModelContext, create_model, local_settings_for
+from .report.results import ResultsWriter, RunInfo
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class RunState:
+    def __init__(
+        self, settings: RunSettings, *, run_id: str, is_controller: bool,
+        server_handles: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.run_id = run_id
+        self.is_controller = is_controller
+        self.run_dir = settings.results_dir / run_id
+        self._handles = dict(server_handles or {})
+        self._healthy: set[str] = set()
+        self._pool: ServerPool | None = None
+        self._models: list[ChatModel] = []
+        self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
+
+    # -- data ---------------------------------------------------------------------------
+    @cached_property
+    def dataset(self) -> Dataset:
+        return open_dataset(self.settings.data_path)
+
+    @cached_property
+    def _selected(self) -> list[Scenario]:
+        return select_scenarios(self.dataset, self.settings.selection)
+
+    def scenarios(self, kind: TaskKind) -> list[Scenario]:
+        return [s for s in self._selected if s.kind is kind]
+
+    @cached_property
+    def thresholds(self) -> Thresholds:
+        return load_thresholds(self.settings.thresholds_path)
+
+    # -- embedded servers ---------------------------------------------------------------
+    def local_servers_in_use(self) -> list[tuple[str, LocalServerSettings]]:
+        """(role, settings) of every embedded server this run's model specs need."""
+        found = []
+        for role, spec in self.settings.model_specs().items():
+            local = local_settings_for(spec, self.settings.local)
+            if local is not None and not (self.settings.local_url and local.model_path is None):
+                found.append((role, local))
+        return found
+
+    def launch_servers(self) -> dict[str, dict[str, Any]]:
+        """Controller only: launch every embedded server the run's specs need (without waiting)."""
+        for role, local in self.local_servers_in_use():
+            self._server_pool().launch(local, role)
+        self._handles = self._server_pool().handles()
+        return self._handles
+
+    def _server_pool(self) -> ServerPool:
+        if self._pool is None:
+            self._pool = ServerPool(self.run_dir)
+        return self._pool
+
+    def local_url_for(self, local: LocalServerSettings, role: str) -> str:
+        """A healthy embedded server's URL for these settings and role, launching it here if this process may."""
+        if self.settings.local_url and local.model_path is None:
+            url = self.settings.local_url.rstrip("/")
+            if url not in self._healthy:
+                wait_until_healthy(url, 10.0)
+                self._healthy.add(url)
+            return url
+        key = server_key(local, role)
+        if key not in self._handles:
+            if not self.is_controller:
+                raise ModelServerError(f"no embedded server for {key} was started by the controlling process", model="local")
+            self._handles[key] = self._server_pool().launch(local, role).as_dict()
+        handle = ServerHandle.from_dict(self._handles[key])
+        if handle.url not in self._healthy:
+            wait_until_healthy(handle.url, local.startup_timeout_s, pid=handle.pid, log_path=handle.log_path)
+            self._healthy.add(handle.url)
+        return handle.url
+
+    # -- models and evaluation ----------------------------------------------------------
+    def _model(self, spec: str, role: str) -> ChatModel:
+        context = ModelContext(
+            local_url_for=self.local_url_for, local=self.settings.local,
+            openai_base_url=self.settings.openai_base_url, openai_api_key_env=self.settings.openai_api_key_env,
+        )
+        model = create_model(spec, context, role)
+        self._models.append(model)
+        return model
+
+    @cached_property
+    def evaluator(self) -> Evaluator:
+        s = self.settings
+        return Evaluator(
+            dataset=self.dataset,
+            user_agent=UserAgent(self._model(s.user_model, "user_agent")),
+            assistant=ReferenceAssistant(self._model(s.assistant_model, "assistant"), context=s.assistant_context),
+            judge=Judge(self._model(s.judge_model, "judge")),
+            max_turns=s.max_turns,
+        )
+
+    def run_info(self) -> RunInfo:
+        s = self.settings
+        return RunInfo(
+            run_id=self.run_id, assistant=s.assistant, assistant_context=s.assistant_context.label,
+            assistant_model=s.assistant_model if s.assistant == "reference" else None,
+            user_model=s.user_model, judge_model=s.judge_model,
+        )
+
+    def transcript_path(self, scenario: Scenario) -> Path:
+        return self.run_dir / "transcripts" / f"{scenario.scenario_id}.txt"
+
+    def close(self) -> None:
+        for model in self._models:
+            model.close()
+        self._models.clear()
+        if self._pool is not None:
+            self._pool.stop_all()
+        if self.writer is not None:
+            self.writer.close()
+            self._remove_if_unused()
+
+    def _remove_if_unused(self) -> None:
+        """A run that evaluated nothing (say, an unrelated ``pytest -n 4`` that launched the servers anyway)
+        leaves no folder behind: only server logs would be in it."""
+        if self.writer is None or self.writer.count or not self.run_dir.is_dir():
+            return
+        if all(p.name.startswith("embedded-server-") for p in self.run_dir.iterdir()):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.run_dir.parent.rmdir()  # only if no other run is in it

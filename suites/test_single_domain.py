@@ -1,0 +1,14 @@
+"""PersonaLens single-domain scenarios: one case per (profile, task) of the selection.
+
+Each case simulates the dialogue (user agent <-> assistant under test), has the judge
+score it, and checks the scores against the per-scenario floors in thresholds.yaml.
+A model or judge-parsing failure makes the case an error, never a low score.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.personalens(task_kind="sd")
+
+
+def test_single_domain(judged_dialogue, check_floors):
+    check_floors(judged_dialogue)

@@ -1,0 +1,128 @@
+"""A scripted OpenAI-compatible chat server on loopback, for tests that need real HTTP.
+
+It answers by what a request is for, read from the request itself:
+- a judge call (it carries ``response_format``): a valid JSON answer for the schema it
+  names, with scores taken from ``scores`` (or a raw ``judge_text`` if set);
+- a user-agent call (its system prompt says it plays the user): ``user_text``, with
+  TERMINATE appended from the ``terminate_after``-th follow-up on;
+- anything else: an assistant reply.
+
+Every request body is kept in ``requests`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Script:
+    scores: dict[str, Any] = field(default_factory=lambda: {
+        "task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 4,
+        "coherence_user": 5, "coherence_assistant": 4,
+    })
+    #: TERMINATE on the n-th follow-up (1-based); None: never
+    terminate_after: int | None = 2
+    user_text: str = "Could you sort that out for me, please?"
+    assistant_text: str = "Sure - I have set it up the way you usually like it."
+    #: if set, every judge call answers this text verbatim (for parser tests)
+    judge_text: str | None = None
+    #: HTTP status to answer every call with (for error tests); None: 200
+    status: int | None = None
+
+
+class FakeLLM:
+    def __init__(self, script: Script | None = None) -> None:
+        self.script = script or Script()
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        handler = self._handler()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, body: dict[str, Any]) -> str:
+        script = self.script
+        fmt = body.get("response_format")
+        if fmt is not None:
+            if script.judge_text is not None:
+                return script.judge_text
+            schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema", {})
+            keys = list(schema.get("properties", {}))
+            if "verdict" in keys:
+                return json.dumps({"verdict": script.scores["task_completion"], "explanation": "goal met"})
+            metric = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
+            answer: dict[str, Any] = {"score": script.scores[metric], "justification": f"{metric} looks fine"}
+            if "observations" in keys:
+                answer.update(observations=["used the saved preference"], suggestions=["mention the usual time"])
+            return json.dumps(answer)
+        system = body["messages"][0]["content"]
+        if "playing the part of a person" in system:
+            prompt = body["messages"][-1]["content"]
+            follow_ups = prompt.count("[ASSISTANT]:")
+            if script.terminate_after is not None and follow_ups >= script.terminate_after:
+                return script.user_text + " TERMINATE"
+            return script.user_text
+        return script.assistant_text
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # /v1/models, for health checks
+                self._send(200, {"object": "list", "data": [{"id": "fake"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                with fake._lock:
+                    fake.requests.append(body)
+                if fake.script.status is not None:
+                    self._send(fake.script.status, {"error": {"message": "scripted failure"}})
+                    return
+                text = fake.answer(body)
+                self._send(200, {
+                    "id": "x", "object": "chat.completion", "model": body.get("model", "fake"),
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": len(text) // 4},
+                })
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _metric_from_prompt(body: dict[str, Any]) -> str:
+    """The rated metric of a judge prompt, when the backend did not send the schema's name."""
+    prompt = body["messages"][-1]["content"]
+    side = "user" if "the USER's messages" in prompt else "assistant"
+    if "Rate the naturalness" in prompt:
+        return f"naturalness_{side}"
+    if "Rate the coherence" in prompt:
+        return f"coherence_{side}"
+    return "personalization"

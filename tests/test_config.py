@@ -1,0 +1,113 @@
+"""Settings: one precedence order (option > environment > project config > default), one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from personalens_testkit.config import load_project_config, resolve_settings
+from personalens_testkit.errors import ConfigError, UsageError
+from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds, shortfalls
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_defaults(tmp_path):
+    s = resolve_settings({}, tmp_path, {})
+    assert (s.user_model, s.judge_model, s.assistant, s.assistant_model) == ("local", "local", "reference", "local")
+    assert s.selection.sample == "50" and s.selection.task_kind == "both" and s.max_turns is None
+    assert s.thresholds_path == default_thresholds_path()
+    assert s.results_dir == tmp_path / "personalens-results"
+    assert s.assistant_context.label == "none"
+
+
+def test_precedence(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.personalens]\njudge_model = "openai:from-config"\nuser_model = "openai:cfg-user"\n'
+        'openai_base_url = "http://config/v1"\n[tool.personalens.local]\nn_ctx = 4096\n'
+    )
+    s = resolve_settings({"judge_model": "openai:from-option"}, tmp_path, {"OPENAI_BASE_URL": "http://env/v1"})
+    assert s.judge_model == "openai:from-option" and s.user_model == "openai:cfg-user"
+    assert s.openai_base_url == "http://env/v1" and s.local.n_ctx == 4096
+    assert resolve_settings({}, tmp_path, {}).openai_base_url == "http://config/v1"
+
+
+def test_personalens_toml_comes_first(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.personalens]\njudge_model = "openai:a"\n')
+    (tmp_path / "personalens.toml").write_text('judge_model = "openai:b"\n')
+    config, path = load_project_config(tmp_path)
+    assert config.judge_model == "openai:b" and path == tmp_path / "personalens.toml"
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[tool.personalens]\njudge = "x"\n', r"pyproject.toml: tool.personalens.judge: unknown key"),
+    ('[tool.personalens.local]\nn_ctx = 10\n', r"tool.personalens.local.n_ctx: Input should be greater than or equal to 512"),
+    ('[tool.personalens\n', r"pyproject.toml: not valid TOML"),
+])
+def test_config_errors_name_the_key(tmp_path, text, message):
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        resolve_settings({}, tmp_path, {})
+
+
+def test_project_thresholds_file_is_found(tmp_path):
+    (tmp_path / "thresholds.yaml").write_text("version: 1\n")
+    assert resolve_settings({}, tmp_path, {}).thresholds_path == tmp_path / "thresholds.yaml"
+
+
+def test_shipped_thresholds_are_valid_and_identical_to_the_packaged_default():
+    assert (ROOT / "thresholds.yaml").read_text() == default_thresholds_path().read_text()
+    floors = load_thresholds(ROOT / "thresholds.yaml").scenario
+    assert floors.task_completion is True and floors.personalization == 2
+    assert floors.naturalness_assistant == 3 and floors.coherence_assistant == 3
+    assert floors.naturalness_user is None and floors.coherence_user is None
+
+
+SCORES = {"task_completion": True, "personalization": 2, "naturalness_user": 1, "naturalness_assistant": 3,
+          "coherence_user": 1, "coherence_assistant": 3}
+
+
+def test_shipped_floors_can_fail_and_can_pass():
+    floors = load_thresholds(ROOT / "thresholds.yaml").scenario
+    assert shortfalls(floors, SCORES) == []
+    low = shortfalls(floors, {**SCORES, "personalization": 1, "task_completion": False, "coherence_assistant": 2})
+    assert [(s.metric, s.value, s.floor) for s in low] == [
+        ("task_completion", False, True), ("personalization", 1, 2), ("coherence_assistant", 2, 3)]
+    assert low[1].describe() == "Personalization: 1 is below the floor of 2"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("version: 2\n", "version: must be 1 (got 2)"),
+    ("scenario:\n  personalization: 5\n", "scenario.personalization: must be a whole number from 1 to 4, or null (got 5)"),
+    ("scenario:\n  personalization: 2.5\n", "scenario.personalization: must be a whole number from 1 to 4"),
+    ("scenario:\n  coherence_user: '3'\n", "scenario.coherence_user: must be a whole number from 1 to 5, or null (got '3')"),
+    ("scenario:\n  task_completion: 1\n", "scenario.task_completion: must be true, false or null (got 1)"),
+    ("scenario:\n  personalisation: 2\n", "scenario.personalisation: unknown key"),
+    ("scenario: [1, 2]\n", "scenario: "),
+    ("- a\n- b\n", "expected a mapping of settings at the top, found list"),
+    ("scenario:\n  personalization: [\n", "not valid YAML: "),
+])
+def test_threshold_errors_name_the_key(tmp_path, text, message):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_thresholds(path)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_thresholds_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_thresholds(tmp_path / "none.yaml")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"task_kind": "all"}, "--task-kind: 'all' is not one of sd, md, both"),
+    ({"sample": "40"}, "--sample: '40' is not a published sample"),
+    ({"assistant_context": "X"}, "--assistant-context: 'x' is not a context part"),
+    ({"user_model": "gpt"}, "--user-model: model spec 'gpt': unknown backend 'gpt'"),
+])
+def test_option_errors(tmp_path, options, message):
+    with pytest.raises(UsageError) as err:
+        resolve_settings(options, tmp_path, {})
+    assert message in str(err.value)

@@ -1,0 +1,179 @@
+"""The pytest plugin end to end through real HTTP: collection, cases, verdicts, result rows, xdist."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .support.fake_llm import FakeLLM, Script
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+FAKE_SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for name in ("test_single_domain.py", "test_multi_domain.py"):
+        shutil.copy(SUITES / name, pytester.path / name)
+    monkeypatch.setenv("DEEPEVAL_TELEMETRY_OPT_OUT", "1")
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
+    )
+    return pytester
+
+
+def rows(pytester: pytest.Pytester) -> list[dict]:
+    (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
+    return [json.loads(line) for line in results.read_text().splitlines()]
+
+
+def test_collects_the_whole_sample_with_readable_ids(suite):
+    result = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["4096 tests collected*"])
+    lines = set(result.stdout.lines)
+    assert "test_single_domain.py::test_single_domain[user7-SD-Alarm-task-1]" in lines
+    assert "test_single_domain.py::test_single_domain[user1377-SD-RentalCars-task-4]" in lines
+    assert "test_multi_domain.py::test_multi_domain[user1495-MD-task-25]" in lines
+
+
+def test_keyword_selection(suite):
+    movies = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q", "-k", "Movies")
+    movies.stdout.fnmatch_lines(["200/4096 tests collected (3896 deselected)*"])
+    exact = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q", "-k", "user7-")
+    exact.stdout.fnmatch_lines(["64/4096 tests collected*"])
+    assert all("[user7-" in line for line in exact.stdout.lines if "::" in line)
+    prefix = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q", "-k", "user7")
+    ids = [line for line in prefix.stdout.lines if "::" in line]
+    assert {line.split("[")[1].split("-")[0] for line in ids} == {"user7", "user701", "user746", "user774", "user788"}
+
+
+def test_options_select_and_an_empty_suite_is_deselected(suite):
+    result = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q", "--profiles", "7", "--domains", "Movies")
+    result.stdout.fnmatch_lines(["4/5 tests collected (1 deselected)*"])
+    md = suite.runpytest("-p", "no:deepeval", "--collect-only", "-q", "--sample", "30", "--task-kind", "md")
+    md.stdout.fnmatch_lines(["486/487 tests collected (1 deselected)*"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--profiles", "7;8"], "ERROR: --profiles: '7;8' is not a profile id*"),
+    (["--sample", "100"], "ERROR: --sample 100: 50 profile(s) not in bundled 50-profile sample*--personalens-data DIR*"),
+    (["--domains", "Cinema"], "ERROR: --domains: 'Cinema' is not a benchmark domain*"),
+    (["--assistant", "my-bot"], "ERROR: --assistant: unknown assistant 'my-bot' (known: reference)"),
+    (["--judge-model", "claude"], "ERROR: --judge-model: model spec 'claude': unknown backend 'claude'*"),
+    (["--max-turns", "0"], "ERROR: --max-turns: must be at least 1 (got 0)"),
+    (["--personalens-data", "/nowhere"], "ERROR: --personalens-data: /nowhere: no such folder*"),
+])
+def test_bad_options_fail_with_one_line(suite, args, message):
+    result = suite.runpytest("-p", "no:deepeval", "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def run_suite(pytester: pytest.Pytester, fake: FakeLLM, *args: str, subprocess: bool = False):
+    pytester._monkeypatch.setenv("OPENAI_BASE_URL", fake.url)  # noqa: SLF001 - pytester's own monkeypatch
+    argv = ["-p", "no:deepeval", *FAKE_SPECS, *args]
+    return pytester.runpytest_subprocess(*argv) if subprocess else pytester.runpytest(*argv)
+
+
+def test_passing_cases_write_full_result_rows(suite):
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
+    result.assert_outcomes(passed=4, deselected=1)
+    found = rows(suite)
+    assert [r["scenario_id"] for r in found] == [f"user7-SD-Alarm-task-{n}" for n in range(1, 5)]
+    row = found[0]
+    assert row["status"] == "passed" and row["termination"] == "user_terminated" and row["turns"] == 3
+    assert row["scores"] == fake.script.scores
+    assert row["reasons"]["personalization"] == "personalization looks fine"
+    assert row["observations"] == ["used the saved preference"]
+    assert [m["role"] for m in row["transcript"]] == ["user", "assistant"] * 3
+    assert all("TERMINATE" not in m["content"] for m in row["transcript"])
+    roles = [c["role"] for c in row["calls"]]
+    assert roles.count("judge") == 6 and roles.count("assistant") == 3 and roles.count("user_agent") == 3
+    assert all(c["prompt_tokens"] and c["seconds"] >= 0 for c in row["calls"])
+    assert (row["user_model"], row["judge_model"], row["assistant_model"]) == ("openai:fake-user", "openai:fake-judge", "openai:fake-bot")
+    assert Path(row["transcript_path"]).read_text().startswith("# user7-SD-Alarm-task-1")
+    # the judge calls asked for schema-constrained JSON in the OpenAI dialect
+    judge_calls = [r for r in fake.requests if "response_format" in r]
+    assert len(judge_calls) == 24 and judge_calls[0]["response_format"]["type"] == "json_schema"
+
+
+def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
+    script = Script()
+    script.scores = {**script.scores, "personalization": 1, "task_completion": False}
+    with FakeLLM(script) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "2")
+    result.assert_outcomes(failed=4, deselected=1)
+    result.stdout.fnmatch_lines([
+        "user7-SD-Alarm-task-1 is below its thresholds:",
+        "  - Task completion: the judge found the task not completed (required: completed)",
+        "  - Personalization: 1 is below the floor of 2",
+        "  personalization = 1: personalization looks fine",
+        "transcript: */transcripts/user7-SD-Alarm-task-1.txt",
+    ])
+    row = rows(suite)[0]
+    assert row["status"] == "failed"
+    assert row["shortfalls"] == [
+        {"metric": "task_completion", "value": False, "floor": True},
+        {"metric": "personalization", "value": 1, "floor": 2},
+    ]
+
+
+def test_an_unparseable_judge_answer_is_an_error_never_a_score(suite):
+    with FakeLLM(Script(judge_text="I would say it was quite good overall.")) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "1", "-x")
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines([
+        "*judging failed (JudgeAnswerError): judge answer for task_completion could not be parsed*",
+        "raw judge answer: 'I would say it was quite good overall.'",
+    ])
+    (row,) = rows(suite)
+    assert row["status"] == "error" and row["scores"] is None
+    assert row["error"]["raw_answer"] == "I would say it was quite good overall."
+    assert len(row["transcript"]) == 3  # the dialogue itself was kept
+
+
+def test_a_failing_model_is_an_error_with_its_cause(suite):
+    with FakeLLM(Script(status=500)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-x")
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines(["*the dialogue failed (ModelError): user agent (opening) call to openai:fake-user failed: HTTP 500*scripted failure*"])
+    (row,) = rows(suite)
+    assert row["status"] == "error" and row["error"]["phase"] == "the dialogue" and row["termination"] == "error"
+
+
+def test_bad_thresholds_file_names_the_key(suite):
+    (suite.path / "thresholds.yaml").write_text("version: 1\nscenario:\n  personalization: 5\n")
+    with FakeLLM() as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "1", "-x")
+    result.stdout.fnmatch_lines(["*thresholds.yaml: scenario.personalization: must be a whole number from 1 to 4, or null (got 5)"])
+    result.assert_outcomes(errors=1)  # a collection error: no case ran
+    assert fake.requests == []
+
+
+def test_rows_under_xdist_are_complete_and_never_interleaved(suite):
+    with FakeLLM(Script(terminate_after=3)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7,53", "--domains", "Alarm,Music,Events", "-n", "2",
+                           subprocess=True)
+    outcomes = result.parseoutcomes()
+    found = rows(suite)
+    expected = outcomes["passed"]
+    assert expected >= 20 and outcomes.get("failed", 0) == 0 and outcomes.get("error", 0) == 0
+    assert len(found) == expected and len({r["scenario_id"] for r in found}) == expected
+    assert {r["run_id"] for r in found} == {found[0]["run_id"]}
+    assert all(r["turns"] == 4 and r["scores"]["personalization"] == 3 for r in found)
+    assert any(r["task_kind"] == "md" for r in found)
+
+
+def test_the_plugin_stays_out_of_unrelated_test_runs(pytester: pytest.Pytester):
+    pytester.makepyfile(test_other="def test_one():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:deepeval", "-n", "2",
+                                           "-o", "asyncio_default_fixture_loop_scope=function")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "personalens-results").exists()
+    assert "personalens:" not in "\n".join(line for line in result.stdout.lines if "result rows" in line)
