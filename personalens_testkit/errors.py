@@ -2,12 +2,11 @@
 
     PersonalensError                 root: one clear line for the user, never a traceback
     ├── UsageError                   a bad option, spec string or selection
-    ├── DataError                    a benchmark data file is missing or malformed
-    ├── ConfigError                  thresholds.yaml or [tool.personalens] is malformed
+    ├── DataError                    a benchmark data file is missing or malformed  (path, field)
+    ├── ConfigError                  thresholds.yaml or [tool.personalens] is malformed  (path, key)
     ├── ModelError                   a model call failed (transport, HTTP status, server)
     │   └── ModelServerError         the embedded model server could not start or died
-    ├── JudgeAnswerError             a judge answer that cannot be parsed into scores
-    └── DialogueError                the dialogue loop could not go on (wraps a ModelError)
+    └── JudgeAnswerError             a judge answer that cannot be parsed into scores
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
 each, with ``raise ... from exc`` so the cause is kept for debugging.
@@ -24,8 +23,8 @@ class UsageError(PersonalensError):
     """A command-line option, spec string or selection is not valid."""
 
 
-class DataError(PersonalensError):
-    """A benchmark data file is missing or does not have the expected shape."""
+class _FileProblem(PersonalensError):
+    """A problem located in a file, and optionally at a field or key inside it: ``path: field: problem``."""
 
     def __init__(self, path: object, field: str | None, problem: str) -> None:
         self.path = str(path)
@@ -35,15 +34,12 @@ class DataError(PersonalensError):
         super().__init__(f"{where}: {problem}")
 
 
-class ConfigError(PersonalensError):
-    """A configuration file (thresholds.yaml, [tool.personalens]) is not valid."""
+class DataError(_FileProblem):
+    """A benchmark data file is missing or does not have the expected shape (``field``: where in it)."""
 
-    def __init__(self, path: object, key: str | None, problem: str) -> None:
-        self.path = str(path)
-        self.key = key
-        self.problem = problem
-        where = f"{self.path}: {key}" if key else self.path
-        super().__init__(f"{where}: {problem}")
+
+class ConfigError(_FileProblem):
+    """A configuration file (thresholds.yaml, [tool.personalens]) is not valid (``field``: the key)."""
 
 
 class ModelError(PersonalensError):

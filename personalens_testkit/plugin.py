@@ -147,10 +147,9 @@ def score_floors(personalens_run: RunState) -> ScenarioFloors:
 def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_run: RunState) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
     try:
-        evaluator = personalens_run.evaluator
-    except PersonalensError as exc:
+        evaluation = personalens_run.evaluate(scenario)
+    except PersonalensError as exc:  # the models could not be set up (e.g. the embedded server did not start)
         pytest.fail(str(exc), pytrace=False)
-    evaluation = evaluator.evaluate(scenario)
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario)
     write_atomically(path, format_transcript(evaluation))

@@ -8,6 +8,7 @@ get the server handles and the run folder from it and only evaluate scenarios.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import secrets
 import shutil
 import time
@@ -23,7 +24,7 @@ from .data.loader import Dataset, open_dataset
 from .data.models import Scenario, TaskKind
 from .data.selection import select_scenarios
 from .errors import ModelServerError
-from .evaluation import Evaluator
+from .evaluation import Evaluation, Evaluator
 from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
@@ -128,6 +129,27 @@ class RunState:
             max_turns=s.max_turns,
         )
 
+    def evaluate(self, scenario: Scenario) -> Evaluation:
+        """Evaluate one scenario; with embedded models, one scenario at a time across all xdist workers.
+
+        A llama.cpp server of llama-cpp-python serves one request at a time and keeps one
+        prompt in its cache: two interleaved dialogues make every call re-read its whole
+        prompt (measured: 4.3 s instead of 1.4 s a call), and the CPU is already saturated by
+        one dialogue. So scenarios take turns on the shared servers (a file lock in the run
+        folder); runs on remote models are not serialised.
+        """
+        evaluator = self.evaluator
+        uses_embedded = any(local_settings_for(spec, self.settings.local) for spec in self.settings.model_specs().values())
+        if not uses_embedded:
+            return evaluator.evaluate(scenario)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / ".embedded.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return evaluator.evaluate(scenario)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def run_info(self) -> RunInfo:
         s = self.settings
         return RunInfo(
@@ -154,7 +176,7 @@ class RunState:
         leaves no folder behind: only server logs would be in it."""
         if self.writer is None or self.writer.count or not self.run_dir.is_dir():
             return
-        if all(p.name.startswith("embedded-server-") for p in self.run_dir.iterdir()):
+        if all(p.name.startswith(("embedded-server-", ".embedded.lock")) for p in self.run_dir.iterdir()):
             shutil.rmtree(self.run_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 self.run_dir.parent.rmdir()  # only if no other run is in it

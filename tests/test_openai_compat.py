@@ -38,6 +38,14 @@ def test_llama_cpp_dialect_and_caps_per_purpose(fake_llm):
     chat.complete(request(json_schema=SCHEMA))
     assert fake_llm.requests[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
     assert fake_llm.requests[-1]["max_tokens"] == 320
+    bounded = OpenAICompatibleChat(spec="local", base_url=fake_llm.url, model="m", json_dialect="llama_cpp",
+                                   max_string_chars=50)
+    notes = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}},
+                                              "c": {"type": "string", "maxLength": 9}, "d": {"type": "integer"}}}
+    bounded.complete(request(json_schema=notes))
+    sent = fake_llm.requests[-1]["response_format"]["schema"]["properties"]
+    assert sent["a"]["maxLength"] == 50 and sent["b"]["items"]["maxLength"] == 50
+    assert sent["c"]["maxLength"] == 9 and "maxLength" not in sent["d"]
     chat.complete(request(purpose="user_agent", max_tokens=50))
     assert fake_llm.requests[-1]["max_tokens"] == 50 and "response_format" not in fake_llm.requests[-1]
 

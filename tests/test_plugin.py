@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from .support.fake_llm import FakeLLM, Script
+from .support.fake_llm import FakeLLM, Script, task_of
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 FAKE_SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
@@ -177,3 +178,20 @@ def test_the_plugin_stays_out_of_unrelated_test_runs(pytester: pytest.Pytester):
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "personalens-results").exists()
     assert "personalens:" not in "\n".join(line for line in result.stdout.lines if "result rows" in line)
+
+
+def test_with_embedded_models_workers_take_turns_scenario_by_scenario(suite):
+    """Under -n 2, the shared single-slot embedded servers see one whole scenario at a time."""
+    with FakeLLM(Script(echo_task=True, terminate_after=2)) as fake:
+        result = suite.runpytest_subprocess(
+            "-p", "no:deepeval", "--local-url", fake.url, "--profiles", "7", "--domains", "Alarm", "-n", "2")
+        result.assert_outcomes(passed=4)
+        order = []
+        for body in fake.requests:
+            prompt = body["messages"][-1]["content"]
+            tasks = re.findall(r"\(task: ([^)]*)\)", prompt)
+            label = tasks[0] if tasks else task_of(prompt)
+            if not order or order[-1] != label:
+                order.append(label)
+    assert len(order) == 4, f"scenarios interleaved: {order}"
+    assert all(r["user_model"] == "local" for r in rows(suite))

@@ -68,18 +68,12 @@ def parse_answer(raw: str, model: type[A], dimension: str) -> A:
     text = _FENCE.sub("", raw or "").strip()
     if not text:
         raise JudgeAnswerError(dimension, raw, "the answer is empty")
-    candidate = _first_json_object(text)
     problem = "no JSON object and no labelled score in the answer"
-    if candidate is not None:
+    for candidate in (_first_json_object(text), _labelled_fields(text, model)):
+        if candidate is None:
+            continue
         try:
             return model.model_validate(candidate)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            problem = f"{'.'.join(map(str, first['loc'])) or 'answer'}: {first['msg']}"
-    labelled = _labelled_fields(text, model)
-    if labelled is not None:
-        try:
-            return model.model_validate(labelled)
         except ValidationError as exc:
             first = exc.errors()[0]
             problem = f"{'.'.join(map(str, first['loc'])) or 'answer'}: {first['msg']}"

@@ -32,7 +32,10 @@ BUNDLED_ALIAS = "smollm2-135m-instruct-q4_1"
 
 #: Answer-length caps per call purpose for the embedded model: a 135M model rarely stops
 #: on its own, so uncapped answers would run to the paper's 800 tokens every turn.
-DEFAULT_LOCAL_CAPS = {"user_agent": 96, "assistant": 160, "judge": 320}
+DEFAULT_LOCAL_CAPS = {"user_agent": 96, "assistant": 160, "judge": 400}
+#: ...and the judge's free-text fields are bounded so a constrained answer always closes within its cap
+#: (the longest, personalization, has at most seven strings: 7 x 200 characters is about 350 tokens).
+LOCAL_STRING_CHARS = 200
 
 
 def bundled_model_path() -> Path:

@@ -37,6 +37,7 @@ class OpenAICompatibleChat:
         timeout_s: float = 120.0,
         headers: dict[str, str] | None = None,
         max_tokens_cap: dict[str, int] | None = None,
+        max_string_chars: int | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.spec = spec
@@ -44,6 +45,8 @@ class OpenAICompatibleChat:
         self.base_url = base_url.rstrip("/")
         self.json_dialect = json_dialect
         self.max_tokens_cap = dict(max_tokens_cap or {})
+        #: bound on every free-text field of a constrained answer, so it always ends within the token cap
+        self.max_string_chars = max_string_chars
         all_headers = dict(headers or {})
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
@@ -78,7 +81,10 @@ class OpenAICompatibleChat:
                 "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
             }
         elif request.json_schema is not None and self.json_dialect == "llama_cpp":
-            body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            schema = request.json_schema
+            if self.max_string_chars is not None:
+                schema = bound_strings(schema, self.max_string_chars)
+            body["response_format"] = {"type": "json_object", "schema": schema}
         return body
 
     def complete(self, request: ChatRequest) -> ChatResponse:
@@ -116,6 +122,18 @@ class OpenAICompatibleChat:
 
     def close(self) -> None:
         self._client.close()
+
+
+def bound_strings(schema: Any, max_chars: int) -> Any:
+    """A copy of a JSON schema in which every string without a length bound gets ``maxLength``."""
+    if isinstance(schema, dict):
+        bounded = {key: bound_strings(value, max_chars) for key, value in schema.items()}
+        if bounded.get("type") == "string" and "maxLength" not in bounded:
+            bounded["maxLength"] = max_chars
+        return bounded
+    if isinstance(schema, list):
+        return [bound_strings(item, max_chars) for item in schema]
+    return schema
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..errors import UsageError
 from .base import ChatModel
-from .embedded import DEFAULT_LOCAL_CAPS, LocalServerSettings
+from .embedded import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ def _local(spec: str, rest: str, ctx: ModelContext, role: str) -> ChatModel:
     return OpenAICompatibleChat(
         spec=spec, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
         timeout_s=ctx.local_timeout_s, max_tokens_cap=DEFAULT_LOCAL_CAPS if not rest else None,
+        max_string_chars=LOCAL_STRING_CHARS if not rest else None,
     )
 
 

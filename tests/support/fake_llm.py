@@ -33,6 +33,8 @@ class Script:
     judge_text: str | None = None
     #: HTTP status to answer every call with (for error tests); None: 200
     status: int | None = None
+    #: the user agent quotes its task in every message, so every later prompt names its scenario
+    echo_task: bool = False
 
 
 class FakeLLM:
@@ -76,9 +78,12 @@ class FakeLLM:
         if "playing the part of a person" in system:
             prompt = body["messages"][-1]["content"]
             follow_ups = prompt.count("[ASSISTANT]:")
+            text = script.user_text
+            if script.echo_task:
+                text += f" (task: {task_of(prompt)})"
             if script.terminate_after is not None and follow_ups >= script.terminate_after:
-                return script.user_text + " TERMINATE"
-            return script.user_text
+                return text + " TERMINATE"
+            return text
         return script.assistant_text
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -115,6 +120,11 @@ class FakeLLM:
                 self.wfile.write(data)
 
         return Handler
+
+
+def task_of(prompt: str) -> str:
+    """The user intent quoted in a user-agent prompt (first 40 characters)."""
+    return prompt.split("<task>\n", 1)[1].split("\n", 1)[0][:40]
 
 
 def _metric_from_prompt(body: dict[str, Any]) -> str:
