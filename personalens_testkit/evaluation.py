@@ -36,6 +36,11 @@ class ErrorInfo:
     def describe(self) -> str:
         return f"{self.phase} failed ({self.kind}): {self.message}"
 
+    @classmethod
+    def of(cls, exc: PersonalensError, phase: str) -> ErrorInfo:
+        raw = exc.raw if isinstance(exc, JudgeAnswerError) else None
+        return cls(kind=type(exc).__name__, phase=phase, message=str(exc), raw_answer=raw)
+
 
 @dataclass
 class Evaluation:
@@ -47,6 +52,15 @@ class Evaluation:
     started_at: str = ""
     finished_at: str = ""
     seconds: float = 0.0
+
+    @classmethod
+    def failed(cls, scenario: Scenario, exc: PersonalensError, *, phase: str, max_turns: int | None = None) -> Evaluation:
+        """An evaluation that could not start, recorded as an error of its case."""
+        now = _now()
+        return cls(
+            scenario=scenario, max_turns=turn_limit(scenario.kind, max_turns), started_at=now, finished_at=now,
+            error=ErrorInfo.of(exc, phase),
+        )
 
 
 def _now() -> str:
@@ -75,10 +89,7 @@ class Evaluator:
             logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
             evaluation.verdict = self.judge.judge(ctx, evaluation.dialogue.messages, evaluation.dialogue.log)
         except PersonalensError as exc:
-            evaluation.error = ErrorInfo(
-                kind=type(exc).__name__, phase=phase, message=str(exc),
-                raw_answer=exc.raw if isinstance(exc, JudgeAnswerError) else None,
-            )
+            evaluation.error = ErrorInfo.of(exc, phase)
         finally:
             evaluation.seconds = round(time.perf_counter() - started, 3)
             evaluation.finished_at = _now()

@@ -17,7 +17,7 @@ from .data.models import Scenario, TaskKind
 from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
-from .report.results import build_row, format_transcript, write_atomically
+from .report.results import build_row, describe_shortfalls, format_transcript, write_atomically
 from .session import RunState, new_run_id
 
 STATE = pytest.StashKey[RunState]()
@@ -146,10 +146,7 @@ def score_floors(personalens_run: RunState) -> ScenarioFloors:
 @pytest.fixture
 def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_run: RunState) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
-    try:
-        evaluation = personalens_run.evaluate(scenario)
-    except PersonalensError as exc:  # the models could not be set up (e.g. the embedded server did not start)
-        pytest.fail(str(exc), pytrace=False)
+    evaluation = personalens_run.evaluate(scenario)
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario)
     write_atomically(path, format_transcript(evaluation))
@@ -159,20 +156,8 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
     return evaluation
 
 
-def explain_shortfalls(evaluation: Evaluation, found: list[Any], transcript: str) -> str:
-    assert evaluation.verdict is not None
-    lines = [f"{evaluation.scenario.scenario_id} is below its thresholds:"]
-    lines += [f"  - {s.describe()}" for s in found]
-    lines.append("judged scores and the judge's reasons:")
-    for name, value in evaluation.verdict.scores.model_dump().items():
-        lines.append(f"  {name} = {value}: {evaluation.verdict.reasons.get(name, '')}")
-    lines.append(f"turns: {evaluation.dialogue.turns}, ended by: {evaluation.dialogue.termination.value}")
-    lines.append(f"transcript: {transcript}")
-    return "\n".join(lines)
-
-
 @pytest.fixture
-def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, personalens_run: RunState) -> Any:
+def check_floors(score_floors: ScenarioFloors, personalens_run: RunState) -> Any:
     """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed."""
 
     def check(evaluation: Evaluation) -> None:
@@ -180,7 +165,7 @@ def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, p
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         if found:
             path = personalens_run.transcript_path(evaluation.scenario)
-            pytest.fail(explain_shortfalls(evaluation, found, str(path)), pytrace=False)
+            pytest.fail(describe_shortfalls(evaluation, found, path), pytrace=False)
 
     return check
 

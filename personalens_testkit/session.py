@@ -23,7 +23,7 @@ from .config import RunSettings
 from .data.loader import Dataset, open_dataset
 from .data.models import Scenario, TaskKind
 from .data.selection import select_scenarios
-from .errors import ModelServerError
+from .errors import ModelServerError, PersonalensError
 from .evaluation import Evaluation, Evaluator
 from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
@@ -138,7 +138,10 @@ class RunState:
         one dialogue. So scenarios take turns on the shared servers (a file lock in the run
         folder); runs on remote models are not serialised.
         """
-        evaluator = self.evaluator
+        try:
+            evaluator = self.evaluator
+        except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
+            return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
         uses_embedded = any(local_settings_for(spec, self.settings.local) for spec in self.settings.model_specs().values())
         if not uses_embedded:
             return evaluator.evaluate(scenario)

@@ -195,3 +195,12 @@ def test_with_embedded_models_workers_take_turns_scenario_by_scenario(suite):
                 order.append(label)
     assert len(order) == 4, f"scenarios interleaved: {order}"
     assert all(r["user_model"] == "local" for r in rows(suite))
+
+
+def test_models_that_cannot_start_make_error_rows(suite):
+    result = suite.runpytest("-p", "no:deepeval", "--local-url", "http://127.0.0.1:9/v1",
+                             "--profiles", "7", "--domains", "Alarm", "-x")
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines(["starting the models failed (ModelServerError): call to local failed: the model server at http://127.0.0.1:9/v1 was not healthy within 10 s*"])
+    (row,) = rows(suite)
+    assert row["status"] == "error" and row["error"]["phase"] == "starting the models" and row["transcript"] == []

@@ -146,6 +146,20 @@ def format_transcript(evaluation: Evaluation) -> str:
     return "\n".join(lines) + "\n"
 
 
+def describe_shortfalls(evaluation: Evaluation, found: list[Shortfall], transcript_path: Path) -> str:
+    """Why a case failed: the floors it missed, every score with the judge's reason, the transcript's path."""
+    assert evaluation.verdict is not None
+    lines = [f"{evaluation.scenario.scenario_id} is below its thresholds:"]
+    lines += [f"  - {s.describe()}" for s in found]
+    lines.append("judged scores and the judge's reasons:")
+    for name, value in evaluation.verdict.scores.model_dump().items():
+        lines.append(f"  {name} = {value}: {evaluation.verdict.reasons.get(name, '')}")
+    ended = evaluation.dialogue.termination.value if evaluation.dialogue.termination else "?"
+    lines.append(f"turns: {evaluation.dialogue.turns}, ended by: {ended}")
+    lines.append(f"transcript: {transcript_path}")
+    return "\n".join(lines)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write a whole file or nothing: a temporary file in the same folder, then a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
