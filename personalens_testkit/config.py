@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .assistants.base import ContextSwitches
 from .data.loader import open_dataset
 from .data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
-from .errors import ConfigError, DataError, UsageError
+from .errors import ConfigError, DataError, UsageError, dotted
 from .gating.thresholds import default_thresholds_path
 from .llm.embedded import LocalServerSettings
 from .llm.registry import check_spec
@@ -77,7 +77,7 @@ def load_project_config(rootdir: Path) -> tuple[ProjectConfig, Path | None]:
             return ProjectConfig.model_validate(data), path
         except ValidationError as exc:
             first = exc.errors()[0]
-            key = prefix + ".".join(str(p) for p in first["loc"])
+            key = prefix + dotted(first["loc"])
             problem = "unknown key" if first["type"] == "extra_forbidden" else f"{first['msg']} (got {first.get('input')!r})"
             raise ConfigError(path, key, problem) from None
     return ProjectConfig(), None

@@ -14,6 +14,15 @@ each, with ``raise ... from exc`` so the cause is kept for debugging.
 
 from __future__ import annotations
 
+from typing import Iterable
+
+
+def dotted(location: Iterable[object]) -> str:
+    """A field's location as ``a.b.3``; a part that is empty or not printable shows quoted, so a
+    message stays on one line whatever the keys of a file are."""
+    parts = (str(part) for part in location)
+    return ".".join(part if part.isprintable() and part.strip() else repr(part) for part in parts)
+
 
 class PersonalensError(Exception):
     """Root of the testkit's own errors; ``str(err)`` is a one-line message for the user."""

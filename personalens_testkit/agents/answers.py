@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import JudgeAnswerError
+from ..errors import JudgeAnswerError, dotted
 
 
 class _Answer(BaseModel):
@@ -76,7 +76,7 @@ def parse_answer(raw: str, model: type[A], dimension: str) -> A:
             return model.model_validate(candidate)
         except ValidationError as exc:
             first = exc.errors()[0]
-            problem = f"{'.'.join(map(str, first['loc'])) or 'answer'}: {first['msg']}"
+            problem = f"{dotted(first['loc']) or 'answer'}: {first['msg']}"
     raise JudgeAnswerError(dimension, raw, problem)
 
 

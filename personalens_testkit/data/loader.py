@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import DataError
+from ..errors import DataError, dotted
 from .models import Profile, Scenario, Task, UserTask
 
 _USER_DIR = re.compile(r"^user(\d+)$")
@@ -50,7 +50,7 @@ def open_dataset(path: str | Path | None = None) -> Dataset:
 def describe_validation_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem of a pydantic error as (dotted field path, message)."""
     first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(document)"
+    field = dotted(first["loc"]) or "(document)"
     message = first["msg"]
     if first["type"] == "json_invalid":
         return "(document)", f"not valid JSON: {first.get('ctx', {}).get('error', message)}"

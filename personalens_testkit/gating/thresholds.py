@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, dotted
 from ..scales import METRIC_BY_NAME
 
 
@@ -90,7 +90,7 @@ def load_thresholds(path: str | Path) -> Thresholds:
 
 def _explain(exc: ValidationError) -> tuple[str, str]:
     first = exc.errors()[0]
-    key = ".".join(str(part) for part in first["loc"])
+    key = dotted(first["loc"])
     value = first.get("input")
     kind = first["type"]
     if kind == "extra_forbidden":
