@@ -2,9 +2,10 @@
 
     command-line option  >  environment variable (where one exists)  >  project config  >  default
 
-Project config is the first of ``personalens.toml`` (top-level keys) or ``pyproject.toml``
-(``[tool.personalens]``) found in the pytest rootdir. Environment variables read here
-and nowhere else: ``OPENAI_BASE_URL``, ``PERSONALENS_LOCAL_URL``.
+Project config is ``pyproject.toml``'s ``[tool.personalens]`` overlaid by ``personalens.toml``
+(top-level keys), both read from the pytest rootdir. Environment variables read here and
+nowhere else: ``OPENAI_BASE_URL``, ``PERSONALENS_LOCAL_URL`` (API keys and AWS credentials
+are read by the backends, from variables whose names the config gives).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from typing import Any, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .assistants.base import ContextSwitches
+from .assistants.entries import ASSISTANT_KINDS, AssistantEntry, ReferenceEntry
+from .assistants.registry import BUILTIN, AssistantCatalogue
 from .data.loader import open_dataset
 from .data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
 from .errors import ConfigError, DataError, UsageError, dotted
 from .gating.thresholds import default_thresholds_path
 from .llm.embedded import LocalServerSettings
+from .llm.entries import BACKEND_NAMES, ModelEntry
 from .llm.registry import check_spec
 
-ASSISTANTS = ("reference",)
 DEFAULT_RESULTS_DIR = "personalens-results"
 
 
@@ -38,7 +41,7 @@ class LocalConfig(BaseModel):
 
 
 class ProjectConfig(BaseModel):
-    """The ``[tool.personalens]`` table (or a ``personalens.toml`` file)."""
+    """The ``[tool.personalens]`` table of pyproject.toml, or a ``personalens.toml`` file."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,34 +56,86 @@ class ProjectConfig(BaseModel):
     results_dir: Optional[str] = None
     personalens_data: Optional[str] = None
     local: LocalConfig = Field(default_factory=LocalConfig)
+    models: dict[str, ModelEntry] = Field(default_factory=dict)
+    assistants: dict[str, AssistantEntry] = Field(default_factory=dict)
 
 
-def load_project_config(rootdir: Path) -> tuple[ProjectConfig, Path | None]:
-    """The project's config and the file it came from (None when there is none)."""
-    own = rootdir / "personalens.toml"
+@dataclass(frozen=True)
+class ProjectSources:
+    """Which files the config came from, and where each named entry was written."""
+
+    files: tuple[Path, ...] = ()
+    assistants: dict[str, str] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, None, f"not valid TOML: {exc}") from None
+
+
+def _validated(path: Path, prefix: str, data: dict[str, Any]) -> ProjectConfig:
+    try:
+        return ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = list(first["loc"])
+        if len(location) >= 3 and location[0] in ("assistants", "models"):
+            del location[2]  # pydantic puts the entry's kind in the path of a union member's field
+        key = prefix + dotted(location)
+        if first["type"] == "extra_forbidden":
+            problem = "unknown key"
+        elif first["type"] == "missing":
+            named = len(location) >= 3 and location[0] in ("assistants", "models")
+            kind = data[location[0]][location[1]].get("kind") if named else None
+            problem = "missing" + (f" (kind {kind!r} needs it)" if kind else "")
+        elif first["type"] in ("union_tag_not_found", "union_tag_invalid"):
+            kinds = ", ".join(ASSISTANT_KINDS if location[0] == "assistants" else BACKEND_NAMES)
+            tag = first.get("ctx", {}).get("tag")
+            problem = f"unknown kind {tag!r} (one of: {kinds})" if tag else f"needs a kind (one of: {kinds})"
+        else:
+            problem = f"{first['msg'].removeprefix('Value error, ')} (got {first.get('input')!r})"
+        raise ConfigError(path, key, problem) from None
+
+
+def load_project_config(rootdir: Path) -> tuple[ProjectConfig, ProjectSources]:
+    """The project's config: pyproject.toml's [tool.personalens], overlaid by personalens.toml.
+
+    In personalens.toml, an assistant may be written as ``[assistants.NAME]`` or simply as a
+    top-level ``[NAME]`` table; a setting set in both files takes personalens.toml's value,
+    and named entries from both files are merged (personalens.toml wins on a clash).
+    """
+    layers: list[tuple[Path, str, dict[str, Any], dict[str, str]]] = []
     pyproject = rootdir / "pyproject.toml"
-    for path, table in ((own, None), (pyproject, ("tool", "personalens"))):
-        if not path.is_file():
-            continue
-        try:
-            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(path, None, f"not valid TOML: {exc}") from None
-        prefix = ""
-        if table is not None:
-            for key in table:
-                data = data.get(key, {}) if isinstance(data, dict) else {}
-            if not data and path == pyproject:
-                continue
-            prefix = ".".join(table) + "."
-        try:
-            return ProjectConfig.model_validate(data), path
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            key = prefix + dotted(first["loc"])
-            problem = "unknown key" if first["type"] == "extra_forbidden" else f"{first['msg']} (got {first.get('input')!r})"
-            raise ConfigError(path, key, problem) from None
-    return ProjectConfig(), None
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("personalens")
+        if isinstance(table, dict) and table:
+            where = {name: f"[tool.personalens.assistants.{name}] in pyproject.toml" for name in table.get("assistants", {})}
+            layers.append((pyproject, "tool.personalens.", table, where))
+    own = rootdir / "personalens.toml"
+    if own.is_file():
+        data = _read_toml(own)
+        where = {name: f"[assistants.{name}] in personalens.toml" for name in data.get("assistants", {})}
+        settings = set(ProjectConfig.model_fields)
+        for name in [k for k, v in data.items() if k not in settings and isinstance(v, dict)]:
+            data.setdefault("assistants", {})[name] = data.pop(name)
+            where[name] = f"[{name}] in personalens.toml"
+        layers.append((own, "", data, where))
+
+    merged: dict[str, Any] = {"models": {}, "assistants": {}}
+    sources = ProjectSources(files=tuple(path for path, *_ in layers))
+    for path, prefix, data, where in layers:
+        config = _validated(path, prefix, data)
+        for key in config.model_fields_set:
+            if key in ("models", "assistants"):
+                merged[key].update(getattr(config, key))
+            else:
+                merged[key] = getattr(config, key)
+        sources.assistants.update(where)
+        sources.models.update({name: f"[{prefix}models.{name}] in {path.name}" for name in config.models})
+    return ProjectConfig(**merged), sources
 
 
 @dataclass(frozen=True)
@@ -99,13 +154,20 @@ class RunSettings:
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key_env: str = "OPENAI_API_KEY"
-    config_file: Path | None = None
+    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+    assistants: AssistantCatalogue = field(default_factory=AssistantCatalogue)
+    model_sources: Mapping[str, str] = field(default_factory=dict)
+    config_files: tuple[Path, ...] = ()
+    rootdir: Path = Path(".")
 
     def model_specs(self) -> dict[str, str]:
-        """The model spec of each role that runs on a model of ours."""
+        """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""
         specs = {"user_agent": self.user_model, "judge": self.judge_model}
-        if self.assistant == "reference":
+        entry = self.assistants.entries.get(self.assistant)
+        if entry is None:
             specs["assistant"] = self.assistant_model
+        elif isinstance(entry, ReferenceEntry):
+            specs["assistant"] = entry.model
         return specs
 
 
@@ -115,7 +177,8 @@ def _first(*values: Any) -> Any:
 
 def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str, str]) -> RunSettings:
     """Build :class:`RunSettings` from parsed options (``None`` = not given), the config and the environment."""
-    config, config_file = load_project_config(rootdir)
+    config, sources = load_project_config(rootdir)
+    catalogue = AssistantCatalogue(entries=config.assistants, sources=sources.assistants)
 
     def under_root(value: str | None) -> Path | None:
         return None if value is None else (rootdir / Path(value).expanduser())
@@ -132,16 +195,21 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     if max_turns is not None and max_turns < 1:
         raise UsageError(f"--max-turns: must be at least 1 (got {max_turns})")
 
-    assistant = _first(options.get("assistant"), config.assistant, "reference")
-    if assistant not in ASSISTANTS:
-        raise UsageError(f"--assistant: unknown assistant {assistant!r} (known: {', '.join(ASSISTANTS)})")
+    assistant = _first(options.get("assistant"), config.assistant, BUILTIN)
+    catalogue.entry(assistant)  # an unknown name fails here, listing the known ones
     specs = {}
     for role in ("user_model", "judge_model", "assistant_model"):
         spec = _first(options.get(role), getattr(config, role), "local")
         try:
-            specs[role] = check_spec(spec)
+            specs[role] = check_spec(spec, config.models)
         except UsageError as exc:
             raise UsageError(f"--{role.replace('_', '-')}: {exc}") from None
+    for name, entry in config.assistants.items():
+        if isinstance(entry, ReferenceEntry):
+            try:
+                check_spec(entry.model, config.models)
+            except UsageError as exc:
+                raise UsageError(f"assistant {name!r} ({catalogue.where(name)}): model: {exc}") from None
     context_text = _first(options.get("assistant_context"), config.assistant_context, "none")
 
     thresholds = options.get("thresholds")
@@ -174,7 +242,8 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         thresholds_path=thresholds_path, results_dir=results_dir, local=local,
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
-        openai_api_key_env=config.openai_api_key_env, config_file=config_file,
+        openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,
+        model_sources=sources.models, config_files=sources.files, rootdir=rootdir,
     )
 
 

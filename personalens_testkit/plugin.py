@@ -76,7 +76,32 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         state = RunState(settings, run_id=new_run_id(), is_controller=True)
         config.pluginmanager.register(ControllerHooks(state), "personalens-controller")
+        if runs_suites(config):
+            try:
+                state.preflight(reach=not config.option.collectonly)
+            except PersonalensError as exc:
+                raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
+
+
+def runs_suites(config: pytest.Config) -> bool:
+    """Whether this run collects PersonaLens suites: a test file it collects uses the marker.
+
+    Decides whether to check the assistant and launch embedded servers up front, so an
+    unrelated ``pytest`` in the same project never starts a bot or a model.
+    """
+    args = [arg.split("::", 1)[0] for arg in config.args if not arg.startswith("-")]
+    roots = [config.invocation_params.dir / arg for arg in args] or [config.rootpath / p for p in config.getini("testpaths")]
+    roots = roots or [config.rootpath]
+    for root in roots:
+        files = [root] if root.is_file() else sorted(root.rglob("test*.py")) if root.is_dir() else []
+        for path in files[:5000]:
+            try:
+                if f"mark.{MARKER}(" in path.read_text(encoding="utf-8", errors="ignore"):
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -90,7 +115,8 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller: launch the shared embedded servers once and hand their addresses to the workers."""
     config = node.config
     state = config.stash[STATE]
-    servers = {} if config.option.collectonly else _or_exit(state.launch_servers)
+    launch = not config.option.collectonly and runs_suites(config)
+    servers = _or_exit(state.launch_servers) if launch else {}
     node.workerinput[WORKER_KEY] = {"run_id": state.run_id, "servers": servers}
 
 

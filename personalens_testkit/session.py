@@ -18,17 +18,21 @@ from typing import Any
 
 from .agents.judge import Judge
 from .agents.user_agent import UserAgent
-from .assistants.reference import ReferenceAssistant
+from .assistants.base import Assistant
+from .assistants.chat_bot import check_aws
+from .assistants.entries import ReferenceEntry
+from .assistants.registry import BuildContext, build_assistant
 from .config import RunSettings
 from .data.loader import Dataset, open_dataset
 from .data.models import Scenario, TaskKind
 from .data.selection import select_scenarios
-from .errors import ModelServerError, PersonalensError
+from .errors import ModelServerError, PersonalensError, UsageError
 from .evaluation import Evaluation, Evaluator
 from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
-from .llm.registry import ModelContext, create_model, local_settings_for
+from .llm.entries import BedrockModel
+from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from .report.results import ResultsWriter, RunInfo
 
 
@@ -48,7 +52,8 @@ class RunState:
         self._handles = dict(server_handles or {})
         self._healthy: set[str] = set()
         self._pool: ServerPool | None = None
-        self._models: list[ChatModel] = []
+        #: models and assistants to close at the end
+        self._closing: list[ChatModel | Assistant] = []
         self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
 
     # -- data ---------------------------------------------------------------------------
@@ -72,7 +77,7 @@ class RunState:
         """(role, settings) of every embedded server this run's model specs need."""
         found = []
         for role, spec in self.settings.model_specs().items():
-            local = local_settings_for(spec, self.settings.local)
+            local = local_settings_for(spec, self.settings.local, self.settings.models)
             if local is not None and not (self.settings.local_url and local.model_path is None):
                 found.append((role, local))
         return found
@@ -108,15 +113,64 @@ class RunState:
             self._healthy.add(handle.url)
         return handle.url
 
-    # -- models and evaluation ----------------------------------------------------------
-    def _model(self, spec: str, role: str) -> ChatModel:
-        context = ModelContext(
-            local_url_for=self.local_url_for, local=self.settings.local,
+    # -- models, the assistant, evaluation ------------------------------------------------
+    def _model_context(self) -> ModelContext:
+        return ModelContext(
+            local_url_for=self.local_url_for, local=self.settings.local, named=self.settings.models,
             openai_base_url=self.settings.openai_base_url, openai_api_key_env=self.settings.openai_api_key_env,
         )
-        model = create_model(spec, context, role)
-        self._models.append(model)
+
+    def _model(self, spec: str, role: str) -> ChatModel:
+        model = create_model(spec, self._model_context(), role)
+        self._closing.append(model)
         return model
+
+    def _assistant(self) -> Assistant:
+        s = self.settings
+        context = BuildContext(
+            root=s.rootdir, model=self._model,
+            entry_model=lambda entry, label: create_entry_model(entry, label, self._model_context(), "assistant"),
+        )
+        assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
+                                    reference_context=s.assistant_context)
+        self._closing.append(assistant)
+        return assistant
+
+    def preflight(self, *, reach: bool = True) -> None:
+        """Before any case: every role's model is usable as configured, and so is the assistant.
+
+        Raises :class:`UsageError` with one line naming the option or config entry at fault.
+        With ``reach``, a bot is also contacted (or started) once; nothing calls a model.
+        """
+        s = self.settings
+        for role, spec in s.model_specs().items():
+            model = resolve(spec, s.models)
+            if isinstance(model, BedrockModel):
+                try:
+                    check_aws(model.region)
+                except PersonalensError as exc:
+                    raise UsageError(f"{self._role_label(role, spec)}: {exc}") from None
+        entry = s.assistants.entries.get(s.assistant)
+        if entry is None or isinstance(entry, ReferenceEntry):
+            return  # the reference assistant's model was checked above
+        try:
+            assistant = self._assistant()
+            try:
+                if reach:
+                    assistant.check()
+            finally:
+                assistant.close()
+                self._closing.remove(assistant)
+        except PersonalensError as exc:
+            raise UsageError(f"assistant {s.assistant!r} ({s.assistants.where(s.assistant)}): {exc}") from None
+
+    def _role_label(self, role: str, spec: str) -> str:
+        """Where a role's model was chosen: the option, the model entry, or the assistant entry."""
+        s = self.settings
+        if role == "assistant" and s.assistant in s.assistants.entries:
+            return f"assistant {s.assistant!r} ({s.assistants.where(s.assistant)})"
+        flag = {"user_agent": "--user-model", "judge": "--judge-model", "assistant": "--assistant-model"}[role]
+        return f"{flag} {spec}" + (f" ({s.model_sources[spec]})" if spec in s.model_sources else "")
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -124,7 +178,7 @@ class RunState:
         return Evaluator(
             dataset=self.dataset,
             user_agent=UserAgent(self._model(s.user_model, "user_agent")),
-            assistant=ReferenceAssistant(self._model(s.assistant_model, "assistant"), context=s.assistant_context),
+            assistant=self._assistant(),
             judge=Judge(self._model(s.judge_model, "judge")),
             max_turns=s.max_turns,
         )
@@ -142,7 +196,9 @@ class RunState:
             evaluator = self.evaluator
         except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
-        uses_embedded = any(local_settings_for(spec, self.settings.local) for spec in self.settings.model_specs().values())
+        uses_embedded = any(
+            local_settings_for(spec, self.settings.local, self.settings.models) for spec in self.settings.model_specs().values()
+        )
         if not uses_embedded:
             return evaluator.evaluate(scenario)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -155,19 +211,23 @@ class RunState:
 
     def run_info(self) -> RunInfo:
         s = self.settings
+        entry = s.assistants.entries.get(s.assistant)
+        context = s.assistant_context if entry is None else entry.switches()
+        assistant_model = s.model_specs().get("assistant")
         return RunInfo(
-            run_id=self.run_id, assistant=s.assistant, assistant_context=s.assistant_context.label,
-            assistant_model=s.assistant_model if s.assistant == "reference" else None,
-            user_model=s.user_model, judge_model=s.judge_model,
+            run_id=self.run_id, assistant=s.assistant, assistant_kind=entry.kind if entry else "reference",
+            assistant_context=context.label,
+            assistant_model=describe(assistant_model, s.models) if assistant_model else None,
+            user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
         )
 
     def transcript_path(self, scenario: Scenario) -> Path:
         return self.run_dir / "transcripts" / f"{scenario.scenario_id}.txt"
 
     def close(self) -> None:
-        for model in self._models:
-            model.close()
-        self._models.clear()
+        for part in self._closing:
+            part.close()
+        self._closing.clear()
         if self._pool is not None:
             self._pool.stop_all()
         if self.writer is not None:

@@ -33,11 +33,24 @@ def test_precedence(tmp_path):
     assert resolve_settings({}, tmp_path, {}).openai_base_url == "http://config/v1"
 
 
-def test_personalens_toml_comes_first(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.personalens]\njudge_model = "openai:a"\n')
-    (tmp_path / "personalens.toml").write_text('judge_model = "openai:b"\n')
-    config, path = load_project_config(tmp_path)
-    assert config.judge_model == "openai:b" and path == tmp_path / "personalens.toml"
+def test_personalens_toml_overlays_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.personalens]\njudge_model = "openai:a"\nuser_model = "openai:u"\n'
+        '[tool.personalens.assistants.bot-a]\nkind = "http"\nurl = "http://a/"\n'
+        '[tool.personalens.assistants.bot-b]\nkind = "http"\nurl = "http://b-from-pyproject/"\n'
+    )
+    (tmp_path / "personalens.toml").write_text(
+        'judge_model = "openai:b"\n[bot-b]\nkind = "http"\nurl = "http://b/"\n'
+        '[assistants.bot-c]\nkind = "python"\ncallable = "m:f"\n'
+    )
+    config, sources = load_project_config(tmp_path)
+    assert (config.judge_model, config.user_model) == ("openai:b", "openai:u")
+    assert sorted(config.assistants) == ["bot-a", "bot-b", "bot-c"] and config.assistants["bot-b"].url == "http://b/"
+    assert sources.assistants == {
+        "bot-a": "[tool.personalens.assistants.bot-a] in pyproject.toml",
+        "bot-b": "[bot-b] in personalens.toml", "bot-c": "[assistants.bot-c] in personalens.toml",
+    }
+    assert sources.files == (tmp_path / "pyproject.toml", tmp_path / "personalens.toml")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -111,3 +124,62 @@ def test_option_errors(tmp_path, options, message):
     with pytest.raises(UsageError) as err:
         resolve_settings(options, tmp_path, {})
     assert message in str(err.value)
+
+
+def test_named_models_resolve_and_are_reported_with_their_spec(tmp_path):
+    from personalens_testkit.llm.entries import BedrockModel, OpenAIModel
+    from personalens_testkit.llm.registry import describe, resolve
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.personalens]\njudge_model = "judge-prod"\n'
+        '[tool.personalens.models.judge-prod]\nkind = "bedrock"\nmodel = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"\n'
+        'region = "us-west-2"\n'
+        '[tool.personalens.models.gw]\nkind = "openai"\nmodel = "gpt-4o"\nbase_url = "http://gw/v1"\napi_key_env = "GW_KEY"\n'
+    )
+    s = resolve_settings({"user_model": "gw"}, tmp_path, {})
+    assert s.judge_model == "judge-prod" and isinstance(resolve(s.judge_model, s.models), BedrockModel)
+    assert resolve("gw", s.models) == OpenAIModel(model="gpt-4o", base_url="http://gw/v1", api_key_env="GW_KEY")
+    assert describe("judge-prod", s.models) == "judge-prod (bedrock:us.anthropic.claude-3-5-sonnet-20241022-v2:0)"
+    assert describe("openai:x", s.models) == "openai:x"
+    assert s.model_sources["judge-prod"] == "[tool.personalens.models.judge-prod] in pyproject.toml"
+
+
+def test_unknown_model_name_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"--judge-model: model spec 'judge-prod': unknown backend 'judge-prod' "
+                                         r"\(known: local, openai, bedrock, or the name of a \[tool.personalens.models\] entry\)"):
+        resolve_settings({"judge_model": "judge-prod"}, tmp_path, {})
+
+
+def test_bedrock_models_are_checked_before_any_case(tmp_path, monkeypatch):
+    from personalens_testkit.session import RunState
+
+    for variable in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    (tmp_path / "pyproject.toml").write_text('[tool.personalens.models.judge-prod]\nkind = "bedrock"\nmodel = "m"\n')
+    state = RunState(resolve_settings({"judge_model": "judge-prod"}, tmp_path, {}), run_id="r", is_controller=True)
+    with pytest.raises(UsageError, match=r"^--judge-model judge-prod \(\[tool.personalens.models.judge-prod\] in "
+                                         r"pyproject.toml\): no AWS region"):
+        state.preflight()
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    state = RunState(resolve_settings({"user_model": "bedrock:m"}, tmp_path, {}), run_id="r", is_controller=True)
+    with pytest.raises(UsageError, match=r"^--user-model bedrock:m: no AWS credentials"):
+        state.preflight()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    state.preflight()  # now usable: nothing is called
+
+
+def test_header_secrets_are_read_from_the_environment_at_call_time(fake_llm, monkeypatch):
+    from personalens_testkit.llm.base import ChatRequest, Message
+    from personalens_testkit.llm.entries import OpenAIModel
+    from personalens_testkit.llm.registry import ModelContext, create_entry_model
+
+    monkeypatch.setenv("TEAM_TOKEN", "tok-123")
+    entry = OpenAIModel(model="m", base_url=fake_llm.url, headers={"X-Token": "Bearer ${TEAM_TOKEN}"})
+    model = create_entry_model(entry, "gw", ModelContext(local_url_for=lambda s, r: ""), "judge")
+    assert "tok-123" not in repr(model)
+    model.complete(ChatRequest(messages=(Message("user", "x"),), purpose="judge"))
+    assert fake_llm.headers[-1]["X-Token"] == "Bearer tok-123"

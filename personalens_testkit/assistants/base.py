@@ -98,4 +98,7 @@ class Assistant(Protocol):
 
     def reply(self, turn: AssistantInput) -> AssistantReply: ...
 
+    def check(self) -> None:
+        """Before any case: raise a UsageError saying what is wrong if the assistant cannot be used."""
+
     def close(self) -> None: ...

@@ -52,5 +52,8 @@ class ReferenceAssistant:
             completion_tokens=response.completion_tokens,
         )
 
+    def check(self) -> None:
+        """The reference assistant's model is checked with the other roles' models."""
+
     def close(self) -> None:
         self.model.close()

@@ -24,8 +24,10 @@ class Message:
 class ChatRequest:
     messages: tuple[Message, ...]
     purpose: Purpose
-    temperature: float = 0.0
-    max_tokens: int = 800
+    #: None leaves a sampling setting to the backend's own default
+    temperature: float | None = 0.0
+    max_tokens: int | None = 800
+    top_p: float | None = None
     #: JSON schema the answer must follow; backends that cannot enforce it ignore it
     #: (the caller's parser is tolerant), backends that can, enforce it.
     json_schema: dict[str, Any] | None = None

@@ -66,13 +66,11 @@ class OpenAICompatibleChat:
         max_tokens = request.max_tokens
         cap = self.max_tokens_cap.get(request.purpose)
         if cap is not None:
-            max_tokens = min(max_tokens, cap)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [m.as_dict() for m in request.messages],
-            "temperature": request.temperature,
-            "max_tokens": max_tokens,
-        }
+            max_tokens = cap if max_tokens is None else min(max_tokens, cap)
+        body: dict[str, Any] = {"model": self.model, "messages": [m.as_dict() for m in request.messages]}
+        for key, value in (("temperature", request.temperature), ("max_tokens", max_tokens), ("top_p", request.top_p)):
+            if value is not None:
+                body[key] = value
         if request.stop:
             body["stop"] = list(request.stop)
         if request.json_schema is not None and self.json_dialect == "openai":

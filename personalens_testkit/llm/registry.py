@@ -1,8 +1,8 @@
-"""Model spec strings -> chat models. Backends register by name and import lazily.
+"""Model names and spec strings -> chat models. Backends register by kind and import lazily.
 
-    local                    the embedded SmolLM2-135M (llama.cpp server on loopback)
-    local:/path/model.gguf   another GGUF file on the same embedded server machinery
-    openai:<model>           any OpenAI-compatible endpoint; base URL and key from settings
+A role's model is given as a spec string (``local``, ``local:FILE.gguf``, ``openai:MODEL``,
+``bedrock:MODEL_ID``) or as the name of a ``[tool.personalens.models.NAME]`` entry; see
+:mod:`personalens_testkit.llm.entries` for both.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
-from ..errors import UsageError
 from .base import ChatModel
 from .embedded import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
+from .entries import BedrockModel, LocalModel, ModelEntry, OpenAIModel, expand_env, parse_spec
 
 
 @dataclass(frozen=True)
@@ -26,62 +26,81 @@ class ModelContext:
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 120.0
+    named: Mapping[str, ModelEntry] = field(default_factory=dict)
     local_timeout_s: float = 900.0
 
 
-#: (spec, what follows "backend:", context, the role the model plays) -> model
-Factory = Callable[[str, str, ModelContext, str], ChatModel]
+def resolve(name_or_spec: str, named: Mapping[str, ModelEntry]) -> ModelEntry:
+    """A configured model by name, else the model a spec string describes."""
+    entry = named.get(name_or_spec)
+    return entry if entry is not None else parse_spec(name_or_spec)
 
 
-def _local(spec: str, rest: str, ctx: ModelContext, role: str) -> ChatModel:
+def describe(name_or_spec: str, named: Mapping[str, ModelEntry]) -> str:
+    """How a model is reported: the spec, or ``name (spec)`` for a configured model."""
+    entry = named.get(name_or_spec)
+    return f"{name_or_spec} ({entry.spec()})" if entry is not None else name_or_spec
+
+
+def _local(label: str, entry: LocalModel, ctx: ModelContext, role: str) -> ChatModel:
     from .openai_compat import OpenAICompatibleChat
 
-    settings = local_settings_for(spec, ctx.local)
-    assert settings is not None
+    settings = local_settings(entry, ctx.local)
+    bundled = settings.model_path is None
     return OpenAICompatibleChat(
-        spec=spec, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
-        timeout_s=ctx.local_timeout_s, max_tokens_cap=DEFAULT_LOCAL_CAPS if not rest else None,
-        max_string_chars=LOCAL_STRING_CHARS if not rest else None,
+        spec=label, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
+        timeout_s=ctx.local_timeout_s, max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
+        max_string_chars=LOCAL_STRING_CHARS if bundled else None,
     )
 
 
-def _openai(spec: str, rest: str, ctx: ModelContext, role: str) -> ChatModel:
+def _openai(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> ChatModel:
     from .openai_compat import OpenAICompatibleChat
 
-    if not rest:
-        raise UsageError(f"model spec {spec!r}: name the model, like openai:gpt-4o-mini")
+    key_env = entry.api_key_env or ctx.openai_api_key_env
     return OpenAICompatibleChat(
-        spec=spec, base_url=ctx.openai_base_url, model=rest, api_key=os.environ.get(ctx.openai_api_key_env),
-        json_dialect="openai", timeout_s=ctx.timeout_s,
+        spec=label, base_url=entry.base_url or ctx.openai_base_url, model=entry.model,
+        api_key=os.environ.get(key_env), json_dialect=entry.json_dialect, timeout_s=entry.timeout_s,
+        headers={name: expand_env(value) for name, value in entry.headers.items()},
     )
 
 
-BACKENDS: dict[str, Factory] = {"local": _local, "openai": _openai}
+def _bedrock(label: str, entry: BedrockModel, ctx: ModelContext, role: str) -> ChatModel:
+    from .bedrock import BedrockChat
+
+    return BedrockChat(spec=label, model_id=entry.model, region=entry.region, json_mode=entry.json_mode,
+                       max_attempts=entry.max_attempts)
 
 
-def check_spec(spec: str) -> str:
-    """Validate a spec's form without creating anything (for option parsing)."""
-    backend, sep, rest = spec.partition(":")
-    if backend not in BACKENDS:
-        raise UsageError(f"model spec {spec!r}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if sep and not rest:
-        raise UsageError(f"model spec {spec!r}: nothing after '{backend}:'")
-    if backend == "openai" and not rest:
-        raise UsageError(f"model spec {spec!r}: name the model, like openai:gpt-4o-mini")
-    return spec
+Factory = Callable[[str, ModelEntry, ModelContext, str], ChatModel]
+BACKENDS: dict[str, Factory] = {"local": _local, "openai": _openai, "bedrock": _bedrock}  # type: ignore[dict-item]
 
 
-def local_settings_for(spec: str, base: LocalServerSettings) -> LocalServerSettings | None:
-    """The embedded-server settings a spec runs on, or None for remote backends."""
-    backend, _, rest = spec.partition(":")
-    if backend != "local":
-        return None
-    return replace(base, model_path=Path(rest)) if rest else base
+def check_spec(name_or_spec: str, named: Mapping[str, ModelEntry] | None = None) -> str:
+    """Validate a model name or spec without creating anything (for option parsing)."""
+    resolve(name_or_spec, named or {})
+    return name_or_spec
 
 
-def create_model(spec: str, ctx: ModelContext, role: str) -> ChatModel:
-    """The chat model a spec names, for one role (``user_agent``, ``assistant`` or ``judge``)."""
-    check_spec(spec)
-    backend, _, rest = spec.partition(":")
-    return BACKENDS[backend](spec, rest, ctx, role)
+def local_settings(entry: LocalModel, base: LocalServerSettings) -> LocalServerSettings:
+    return replace(base, model_path=Path(entry.model_path)) if entry.model_path else base
+
+
+def local_settings_for(name_or_spec: str, base: LocalServerSettings,
+                       named: Mapping[str, ModelEntry] | None = None) -> LocalServerSettings | None:
+    """The embedded-server settings a model runs on, or None for remote backends."""
+    entry = resolve(name_or_spec, named or {})
+    return local_settings(entry, base) if isinstance(entry, LocalModel) else None
+
+
+def create_model(name_or_spec: str, ctx: ModelContext, role: str) -> ChatModel:
+    """The chat model a name or spec stands for, for one role (``user_agent``, ``assistant`` or ``judge``)."""
+    entry = resolve(name_or_spec, ctx.named)
+    return create_entry_model(entry, describe(name_or_spec, ctx.named), ctx, role)
+
+
+def create_entry_model(entry: ModelEntry, label: str, ctx: ModelContext, role: str) -> ChatModel:
+    """The chat model an entry describes; ``label`` names it in reports and errors."""
+    return BACKENDS[entry.kind](label, entry, ctx, role)
+
+

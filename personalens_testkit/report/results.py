@@ -28,6 +28,7 @@ class RunInfo(BaseModel):
 
     run_id: str
     assistant: str
+    assistant_kind: str
     assistant_context: str
     assistant_model: Optional[str]
     user_model: str
@@ -44,6 +45,7 @@ class ResultRow(BaseModel):
     domains: list[str]
     status: Status
     assistant: str
+    assistant_kind: str
     assistant_context: str
     assistant_model: Optional[str]
     user_model: str

@@ -41,6 +41,7 @@ class FakeLLM:
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -101,6 +102,7 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length))
                 with fake._lock:
                     fake.requests.append(body)
+                    fake.headers.append(dict(self.headers))
                 if fake.script.status is not None:
                     self._send(fake.script.status, {"error": {"message": "scripted failure"}})
                     return

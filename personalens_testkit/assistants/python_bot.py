@@ -1,0 +1,73 @@
+"""``kind = "python"``: the bot is a Python callable ``package.module:function``, sync or async.
+
+It is called with the turn contract's request (a dict) and returns the reply string or the
+contract's response dict. An exception it raises is the bot's failure: an error of the case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import ModelError
+from .base import AssistantInput, AssistantReply
+from .contract import ContractError, parse_reply, request_payload
+from .entries import PythonEntry
+from .setup_check import AssistantSetupError
+
+
+def load_callable(target: str, search_path: list[Path]) -> Callable[..., Any]:
+    module_name, _, attribute = target.partition(":")
+    for folder in reversed(search_path):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AssistantSetupError(f"cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the bot's own module failed while importing
+        raise AssistantSetupError(f"importing {module_name!r} failed ({type(exc).__name__}: {exc})") from None
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise AssistantSetupError(f"{module_name!r} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AssistantSetupError(f"{target!r} is not callable")
+    return obj
+
+
+class PythonAssistant:
+    def __init__(self, name: str, entry: PythonEntry, root: Path) -> None:
+        self.name = name
+        self.entry = entry
+        self.context = entry.switches()
+        self._function = load_callable(entry.callable, [root / p for p in entry.path])
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def check(self) -> None:
+        """Loading the callable (in the constructor) is the check."""
+
+    def reply(self, turn: AssistantInput) -> AssistantReply:
+        try:
+            answer = self._function(request_payload(turn))
+            if inspect.isawaitable(answer):
+                if self._loop is None:
+                    self._loop = asyncio.new_event_loop()
+                answer = self._loop.run_until_complete(asyncio.wait_for(answer, self.entry.timeout_s))
+        except asyncio.TimeoutError:
+            raise ModelError(f"{self.entry.callable} did not reply within {self.entry.timeout_s:.0f} s", model=self.name) from None
+        except Exception as exc:
+            raise ModelError(f"{self.entry.callable} raised {type(exc).__name__}: {exc}", model=self.name) from exc
+        try:
+            return parse_reply(answer)
+        except ContractError as exc:
+            raise ModelError(f"{self.entry.callable} broke the turn contract: {exc}", model=self.name) from None
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None

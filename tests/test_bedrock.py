@@ -1,0 +1,160 @@
+"""Amazon Bedrock through boto3's real client, with botocore's Stubber in place of the network:
+every request is validated against the Converse service model, and a whole dialogue (user
+agent, assistant and judge on Bedrock) runs through the real dialogue loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.stub import ANY, Stubber
+
+from personalens_testkit.agents.judge import Judge
+from personalens_testkit.agents.user_agent import UserAgent
+from personalens_testkit.assistants.chat_bot import ChatModelAssistant
+from personalens_testkit.assistants.entries import BedrockEntry
+from personalens_testkit.data import open_dataset
+from personalens_testkit.errors import ModelError
+from personalens_testkit.evaluation import Evaluator
+from personalens_testkit.llm.base import ChatRequest, Message
+from personalens_testkit.llm.bedrock import BedrockChat, default_json_mode, make_client
+from personalens_testkit.llm.registry import ModelContext, create_model
+
+CLAUDE_35 = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
+CLAUDE_3 = "anthropic.claude-3-sonnet-20240229-v1:0"
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch, tmp_path):
+    """Dummy credentials and region: the Stubber answers, nothing leaves the machine."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+
+
+def stubbed(model_id: str) -> tuple[BedrockChat, Stubber]:
+    client = make_client(None, max_attempts=1)
+    return BedrockChat(spec=f"bedrock:{model_id}", model_id=model_id, client=client), Stubber(client)
+
+
+def text_answer(text: str, tokens: tuple[int, int] = (100, 20)) -> dict:
+    return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
+            "usage": {"inputTokens": tokens[0], "outputTokens": tokens[1], "totalTokens": sum(tokens)},
+            "metrics": {"latencyMs": 120}}
+
+
+def tool_answer(name: str, payload: dict) -> dict:
+    return {"output": {"message": {"role": "assistant", "content": [
+                {"toolUse": {"toolUseId": "t1", "name": name, "input": payload}}]}},
+            "stopReason": "tool_use", "usage": {"inputTokens": 900, "outputTokens": 40, "totalTokens": 940},
+            "metrics": {"latencyMs": 300}}
+
+
+def test_a_chat_request_becomes_a_valid_converse_call():
+    chat, stub = stubbed(CLAUDE_3)
+    request = ChatRequest(messages=(Message("system", "be the user"), Message("user", "hello")),
+                          purpose="user_agent", temperature=0.5, max_tokens=800, stop=("\n[USER]:",))
+    stub.add_response("converse", text_answer("Hi, set my alarm?"), expected_params={
+        "modelId": CLAUDE_3, "system": [{"text": "be the user"}],
+        "messages": [{"role": "user", "content": [{"text": "hello"}]}],
+        "inferenceConfig": {"maxTokens": 800, "temperature": 0.5, "stopSequences": ["\n[USER]:"]},
+    })
+    with stub:
+        response = chat.complete(request)
+    stub.assert_no_pending_responses()
+    assert (response.text, response.prompt_tokens, response.completion_tokens) == ("Hi, set my alarm?", 100, 20)
+
+
+def test_judge_schemas_are_enforced_with_a_forced_tool():
+    chat, stub = stubbed(CLAUDE_35)
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
+    stub.add_response("converse", tool_answer("coherence_user", {"score": 4, "justification": "clear"}), expected_params={
+        "modelId": CLAUDE_35, "messages": ANY, "inferenceConfig": ANY,
+        "toolConfig": {"tools": [{"toolSpec": {"name": "coherence_user", "description": ANY, "inputSchema": {"json": schema}}}],
+                       "toolChoice": {"tool": {"name": "coherence_user"}}},
+    })
+    with stub:
+        response = chat.complete(ChatRequest(messages=(Message("user", "rate"),), purpose="judge",
+                                             json_schema=schema, schema_name="coherence_user"))
+    assert json.loads(response.text) == {"score": 4, "justification": "clear"}
+    assert default_json_mode(CLAUDE_35) == "tool" and default_json_mode("meta.llama3-1-70b-instruct-v1:0") == "none"
+
+
+@pytest.mark.parametrize("code, retryable", [("ThrottlingException", True), ("ModelTimeoutException", True),
+                                             ("ValidationException", False), ("AccessDeniedException", False)])
+def test_service_errors_become_model_errors(code, retryable):
+    chat, stub = stubbed(CLAUDE_3)
+    stub.add_client_error("converse", service_error_code=code, service_message="it went wrong", http_status_code=400)
+    with stub, pytest.raises(ModelError) as err:
+        chat.complete(ChatRequest(messages=(Message("user", "x"),), purpose="assistant"))
+    assert str(err.value) == f"call to bedrock:{CLAUDE_3} failed: Bedrock {code}: it went wrong"
+    assert err.value.retryable is retryable
+
+
+def test_missing_region_and_credentials_are_clear(monkeypatch):
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    with pytest.raises(ModelError, match="no AWS region: set AWS_DEFAULT_REGION"):
+        make_client(None)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    chat = create_model(f"bedrock:{CLAUDE_3}", ModelContext(local_url_for=lambda s, r: ""), "judge")
+    with pytest.raises(ModelError, match=r"no AWS credentials found \(the standard chain"):
+        chat.complete(ChatRequest(messages=(Message("user", "x"),), purpose="judge"))
+
+
+JUDGE_ANSWERS = [
+    ("task_completion", {"verdict": True, "explanation": "alarm set for 7:00 with birdsong"}),
+    ("personalization", {"score": 3, "observations": ["used the usual sound"], "justification": "proactive",
+                         "suggestions": ["mention weekdays"]}),
+    ("naturalness_user", {"score": 4, "justification": "casual"}),
+    ("naturalness_assistant", {"score": 5, "justification": "natural"}),
+    ("coherence_user", {"score": 5, "justification": "on topic"}),
+    ("coherence_assistant", {"score": 4, "justification": "clear"}),
+]
+
+
+def test_a_whole_dialogue_on_bedrock_through_the_real_loop():
+    dataset = open_dataset()
+    scenario = dataset.scenarios_for(7)[0]
+    user, user_stub = stubbed(CLAUDE_3)
+    bot_model, bot_stub = stubbed(CLAUDE_3)
+    judge, judge_stub = stubbed(CLAUDE_35)
+    entry = BedrockEntry(kind="bedrock", model=CLAUDE_3, context=["interactions"], temperature=0.0, max_tokens=300,
+                         system_prompt="You are a helpful concierge.")
+    assistant = ChatModelAssistant("bedrock-bot", entry, bot_model)
+
+    user_stub.add_response("converse", text_answer("Could you set my alarm for tomorrow?"))
+    user_stub.add_response("converse", text_answer("Perfect, thanks! TERMINATE"))
+    bot_stub.add_response("converse", text_answer("Sure - 7:00 with birdsong, as usual?"), expected_params={
+        "modelId": CLAUDE_3, "system": [{"text": ANY}],
+        "messages": [{"role": "user", "content": [{"text": "Could you set my alarm for tomorrow?"}]}],
+        "inferenceConfig": {"maxTokens": 300, "temperature": 0.0},
+    })
+    bot_stub.add_response("converse", text_answer("Done. Sleep well!"), expected_params={
+        "modelId": CLAUDE_3, "system": ANY, "inferenceConfig": ANY,
+        "messages": [{"role": "user", "content": [{"text": "Could you set my alarm for tomorrow?"}]},
+                     {"role": "assistant", "content": [{"text": "Sure - 7:00 with birdsong, as usual?"}]},
+                     {"role": "user", "content": [{"text": "Perfect, thanks!"}]}],
+    })
+    for name, payload in JUDGE_ANSWERS:
+        judge_stub.add_response("converse", tool_answer(name, payload))
+
+    evaluator = Evaluator(dataset=dataset, user_agent=UserAgent(user), assistant=assistant, judge=Judge(judge))
+    with user_stub, bot_stub, judge_stub:
+        evaluation = evaluator.evaluate(scenario)
+    for stub in (user_stub, bot_stub, judge_stub):
+        stub.assert_no_pending_responses()
+    assert evaluation.error is None, evaluation.error
+    assert [m.content for m in evaluation.dialogue.messages] == [
+        "Could you set my alarm for tomorrow?", "Sure - 7:00 with birdsong, as usual?", "Perfect, thanks!",
+        "Done. Sleep well!"]
+    assert evaluation.verdict.scores.model_dump() == {
+        "task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 5,
+        "coherence_user": 5, "coherence_assistant": 4}
+    assert evaluation.verdict.reasons["task_completion"] == "alarm set for 7:00 with birdsong"
+    calls = evaluation.dialogue.log.records
+    assert len(calls) == 10 and {c.prompt_tokens for c in calls if c.role == "judge"} == {900}
