@@ -182,3 +182,29 @@ def test_misconfigured_assistants_fail_once_before_any_case(pytester, bot_server
     result.stderr.fnmatch_lines([message])
     assert len([line for line in result.stderr.lines if line.startswith("ERROR")]) == 1
     assert "Traceback" not in result.stderr.str() and fake.requests == []
+
+
+def test_command_paths_are_relative_to_the_entrys_folder_and_bots_are_restarted(tmp_path):
+    from personalens_testkit.assistants.base import AssistantInput
+    from personalens_testkit.assistants.command_bot import CommandAssistant
+    from personalens_testkit.assistants.entries import CommandEntry
+    from personalens_testkit.errors import ModelError
+    from personalens_testkit.llm.base import Message
+
+    folder = tmp_path / "bots"
+    folder.mkdir()
+    script = folder / "bot.sh"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {BOT / 'jsonl_bot.py'}\n")
+    script.chmod(0o755)
+    entry = CommandEntry(kind="command", command="./bot.sh", cwd="bots", timeout_s=20)
+    bot = CommandAssistant("sh-bot", entry, tmp_path)
+    turn = AssistantInput(scenario_id="s", turn=2, messages=(Message("user", "perfect, thanks"),))
+    try:
+        assert bot.reply(turn).text == "You're welcome - it's all set. Anything else I can do for you?"
+        bot._process.kill()  # a crash between turns
+        bot._process.wait()
+        with pytest.raises(ModelError, match=r"the bot process exited \(code -9\)"):
+            bot.reply(turn)
+        assert bot.reply(turn).text.startswith("You're welcome")  # started again for the next turn
+    finally:
+        bot.close()

@@ -3,7 +3,8 @@
 Each turn, one request object goes to the bot's stdin as one line; the bot answers with
 one response object on one line of stdout. The process is started on first use and kept
 for the whole run (one per pytest process); it may log to stderr, whose last lines are
-shown when it fails. Closing its stdin at the end asks it to exit.
+shown when it fails. If it dies, that is an error of the turn that finds it dead, and the
+next turn starts it afresh. Closing its stdin at the end asks it to exit.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ class CommandAssistant:
     # -- the process -------------------------------------------------------------------
     def _executable(self) -> str:
         program = self.entry.command[0]
-        found = shutil.which(program, path=os.environ.get("PATH")) if os.sep not in program else program
-        candidate = Path(found) if found else self.cwd / program
+        if os.sep in program:  # a path: relative to the entry's working folder
+            candidate = self.cwd / program
+        else:
+            found = shutil.which(program)
+            candidate = Path(found) if found else self.cwd / program
         if not (candidate.is_file() and os.access(candidate, os.X_OK)):
             raise AssistantSetupError(f"command {program!r} not found or not executable")
         return str(candidate)
@@ -83,7 +87,10 @@ class CommandAssistant:
 
     # -- turns ---------------------------------------------------------------------------
     def reply(self, turn: AssistantInput) -> AssistantReply:
-        process = self._process if self._process is not None and self._process.poll() is None else self._start()
+        """One turn. A bot that died since its last reply is reported once, then started afresh."""
+        if self._process is not None and self._process.poll() is not None:
+            raise self._died(self._process)
+        process = self._process or self._start()
         assert process.stdin is not None
         try:
             process.stdin.write(json.dumps(request_payload(turn), ensure_ascii=False) + "\n")
