@@ -7,6 +7,7 @@ asks for the ``scenario`` argument; the plugin is inert for every other test.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from typing import Any, Generator
 
@@ -92,10 +93,13 @@ def runs_suites(config: pytest.Config) -> bool:
     """
     args = [arg.split("::", 1)[0] for arg in config.args if not arg.startswith("-")]
     roots = [config.invocation_params.dir / arg for arg in args] or [config.rootpath / p for p in config.getini("testpaths")]
-    roots = roots or [config.rootpath]
-    for root in roots:
-        files = [root] if root.is_file() else sorted(root.rglob("test*.py")) if root.is_dir() else []
-        for path in files[:5000]:
+    skipped = config.getini("norecursedirs")
+    for root in roots or [config.rootpath]:
+        files = [root] if root.is_file() else root.rglob("test*.py") if root.is_dir() else []
+        for path in files:
+            parts = path.relative_to(root).parts[:-1] if path != root else ()
+            if any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in skipped):
+                continue  # the folders pytest itself does not collect from (.venv, node_modules, ...)
             try:
                 if f"mark.{MARKER}(" in path.read_text(encoding="utf-8", errors="ignore"):
                     return True

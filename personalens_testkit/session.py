@@ -126,9 +126,10 @@ class RunState:
         return model
 
     def _assistant(self) -> Assistant:
+        """The assistant under test; it owns (and closes) the model it runs on, if any."""
         s = self.settings
         context = BuildContext(
-            root=s.rootdir, model=self._model,
+            root=s.rootdir, model=lambda spec, role: create_model(spec, self._model_context(), role),
             entry_model=lambda entry, label: create_entry_model(entry, label, self._model_context(), "assistant"),
         )
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
@@ -196,10 +197,7 @@ class RunState:
             evaluator = self.evaluator
         except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
-        uses_embedded = any(
-            local_settings_for(spec, self.settings.local, self.settings.models) for spec in self.settings.model_specs().values()
-        )
-        if not uses_embedded:
+        if not self.uses_embedded_models:
             return evaluator.evaluate(scenario)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
@@ -208,6 +206,11 @@ class RunState:
                 return evaluator.evaluate(scenario)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @cached_property
+    def uses_embedded_models(self) -> bool:
+        s = self.settings
+        return any(local_settings_for(spec, s.local, s.models) for spec in s.model_specs().values())
 
     def run_info(self) -> RunInfo:
         s = self.settings

@@ -204,3 +204,15 @@ def test_models_that_cannot_start_make_error_rows(suite):
     result.stdout.fnmatch_lines(["starting the models failed (ModelServerError): call to local failed: the model server at http://127.0.0.1:9/v1 was not healthy within 10 s*"])
     (row,) = rows(suite)
     assert row["status"] == "error" and row["error"]["phase"] == "starting the models" and row["transcript"] == []
+
+
+def test_bots_are_checked_only_when_the_run_collects_suites(pytester: pytest.Pytester):
+    pytester.makefile(".toml", pyproject='[tool.personalens]\nassistant = "down-bot"\n'
+                      '[tool.personalens.assistants.down-bot]\nkind = "http"\nurl = "http://127.0.0.1:9/reply"\n')
+    pytester.makepyfile(test_unit="def test_one():\n    assert True\n")
+    unrelated = pytester.runpytest("-p", "no:deepeval", "test_unit.py")
+    unrelated.assert_outcomes(passed=1)
+    shutil.copy(SUITES / "test_single_domain.py", pytester.path)
+    suite = pytester.runpytest("-p", "no:deepeval", "--profiles", "7")
+    assert suite.ret == pytest.ExitCode.USAGE_ERROR
+    suite.stderr.fnmatch_lines(["ERROR: assistant 'down-bot' (*): cannot reach http://127.0.0.1:9/reply*"])
