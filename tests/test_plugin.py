@@ -207,7 +207,8 @@ def test_models_that_cannot_start_make_error_rows(suite):
 
 
 def test_bots_are_checked_only_when_the_run_collects_suites(pytester: pytest.Pytester):
-    pytester.makefile(".toml", pyproject='[tool.personalens]\nassistant = "down-bot"\n'
+    pytester.makefile(".toml", pyproject='[tool.pytest.ini_options]\nasyncio_default_fixture_loop_scope = "function"\n'
+                      '[tool.personalens]\nassistant = "down-bot"\n'
                       '[tool.personalens.assistants.down-bot]\nkind = "http"\nurl = "http://127.0.0.1:9/reply"\n')
     pytester.makepyfile(test_unit="def test_one():\n    assert True\n")
     unrelated = pytester.runpytest("-p", "no:deepeval", "test_unit.py")
