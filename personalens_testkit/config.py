@@ -157,7 +157,6 @@ class RunSettings:
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
     assistants: AssistantCatalogue = field(default_factory=AssistantCatalogue)
     model_sources: Mapping[str, str] = field(default_factory=dict)
-    config_files: tuple[Path, ...] = ()
     rootdir: Path = Path(".")
 
     def model_specs(self) -> dict[str, str]:
@@ -243,7 +242,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,
-        model_sources=sources.models, config_files=sources.files, rootdir=rootdir,
+        model_sources=sources.models, rootdir=rootdir,
     )
 
 

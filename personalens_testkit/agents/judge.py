@@ -65,7 +65,7 @@ class Judge:
         rubric = fill(
             "judge_personalization",
             demographics=demographics_block(ctx), preferences=preferences_block(ctx),
-            task=ctx.scenario.task.user_intent, interactions=interactions_block(ctx), situation=situation_block(ctx),
+            task=ctx.scenario.task.user_intent, interactions=interactions_block(ctx.interactions), situation=situation_block(ctx),
         )
         return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log)
 

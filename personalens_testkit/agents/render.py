@@ -10,7 +10,7 @@ import re
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..data.context import ScenarioContext
 from ..llm.base import Message
@@ -52,12 +52,12 @@ def preferences_block(ctx: ScenarioContext) -> str:
     return "\n\n".join(f"{domain}:\n{bullet_pairs(prefs.items())}" for domain, prefs in ctx.preferences.items())
 
 
-def interactions_block(ctx: ScenarioContext) -> str:
-    """The summary itself for a single-domain task; one tagged summary per domain otherwise."""
-    if len(ctx.interactions) == 1:
-        (summary,) = ctx.interactions.values()
+def interactions_block(interactions: Mapping[str, str]) -> str:
+    """Past-interaction summaries by domain: the summary itself for one domain, one tagged summary per domain otherwise."""
+    if len(interactions) == 1:
+        (summary,) = interactions.values()
         return summary.strip()
-    return "\n".join(f"<{domain}>\n{summary.strip()}\n</{domain}>" for domain, summary in ctx.interactions.items())
+    return "\n".join(f"<{domain}>\n{summary.strip()}\n</{domain}>" for domain, summary in interactions.items())
 
 
 _CONVERSATION_TAG = re.compile(r"</?\s*conversation\s*>", flags=re.IGNORECASE)

@@ -50,7 +50,7 @@ class UserAgent:
         return fill(
             "user_context",
             demographics=demographics_block(ctx), preferences=preferences_block(ctx),
-            interactions=interactions_block(ctx), situation=situation_block(ctx), task=ctx.scenario.task.user_intent,
+            interactions=interactions_block(ctx.interactions), situation=situation_block(ctx), task=ctx.scenario.task.user_intent,
         )
 
     def opening(self, ctx: ScenarioContext, log: CallLog) -> Utterance:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..agents.render import SPEAKER_STOPS, bullet_pairs, dialogue_block, fill, own_message
+from ..agents.render import SPEAKER_STOPS, bullet_pairs, dialogue_block, fill, interactions_block, own_message
 from ..llm.base import ChatModel, ChatRequest, Message
 from .base import AssistantInput, AssistantReply, ContextSwitches
 
@@ -23,11 +23,7 @@ def context_blocks(turn: AssistantInput) -> str:
     if turn.demographics is not None:
         blocks.append(f"<user_demographics>\n{bullet_pairs(turn.demographics.items())}\n</user_demographics>")
     if turn.interactions is not None:
-        if len(turn.interactions) == 1:
-            summaries = next(iter(turn.interactions.values())).strip()
-        else:
-            summaries = "\n".join(f"<{d}>\n{s.strip()}\n</{d}>" for d, s in turn.interactions.items())
-        blocks.append(f"<past_interactions>\n{summaries}\n</past_interactions>")
+        blocks.append(f"<past_interactions>\n{interactions_block(turn.interactions)}\n</past_interactions>")
     if turn.situation is not None:
         blocks.append(f"<current_situation>\n{bullet_pairs(turn.situation.items())}\n</current_situation>")
     return "".join(block + "\n\n" for block in blocks)
