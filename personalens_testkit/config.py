@@ -27,8 +27,10 @@ from .gating.thresholds import default_thresholds_path
 from .llm.embedded import LocalServerSettings
 from .llm.entries import BACKEND_NAMES, ModelEntry
 from .llm.registry import check_spec
+from .replay.modes import check_record_mode
 
 DEFAULT_RESULTS_DIR = "personalens-results"
+DEFAULT_CASSETTE_DIR = "cassettes"
 
 
 class LocalConfig(BaseModel):
@@ -54,6 +56,8 @@ class ProjectConfig(BaseModel):
     openai_api_key_env: str = "OPENAI_API_KEY"
     thresholds: Optional[str] = None
     results_dir: Optional[str] = None
+    cassette_dir: Optional[str] = None
+    record_mode: Optional[str] = None
     personalens_data: Optional[str] = None
     local: LocalConfig = Field(default_factory=LocalConfig)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
@@ -150,6 +154,11 @@ class RunSettings:
     judge_model: str = "local"
     thresholds_path: Path = field(default_factory=default_thresholds_path)
     results_dir: Path = Path(DEFAULT_RESULTS_DIR)
+    cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
+    #: vcrpy's record mode: none (offline replay, the default), once, new_episodes, all
+    record_mode: str = "none"
+    #: replay the dialogues, judge them again
+    rejudge: bool = False
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -226,6 +235,10 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     results = options.get("results_dir")
     results_dir = Path(results).expanduser() if results is not None else rootdir / (config.results_dir or DEFAULT_RESULTS_DIR)
 
+    cassettes = options.get("cassette_dir")
+    cassette_dir = Path(cassettes).expanduser() if cassettes is not None else rootdir / (config.cassette_dir or DEFAULT_CASSETTE_DIR)
+    record_mode = check_record_mode(_first(options.get("record_mode"), config.record_mode, "none"))
+
     local_defaults = LocalServerSettings()
     local = LocalServerSettings(
         model_path=under_root(config.local.model_path),
@@ -239,6 +252,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         assistant_context=ContextSwitches.parse(context_text),
         user_model=specs["user_model"], judge_model=specs["judge_model"],
         thresholds_path=thresholds_path, results_dir=results_dir, local=local,
+        cassette_dir=cassette_dir, record_mode=record_mode, rejudge=bool(options.get("rejudge")),
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

@@ -83,3 +83,8 @@ class JudgeAnswerError(PersonalensError):
         self.problem = problem
         shown = raw if len(raw) <= 600 else raw[:600] + f"... [{len(raw) - 600} more characters]"
         super().__init__(f"judge answer for {dimension} could not be parsed ({problem}); raw answer: {shown!r}")
+
+
+class ReplayMissError(PersonalensError):
+    """A call that a cassette cannot answer and the record mode does not let through: which
+    scenario, which call, why, and the command that re-records it."""

@@ -7,10 +7,12 @@ every call made are kept for the result row. Bugs (other exceptions) propagate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import ContextManager, Protocol
 
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
@@ -67,6 +69,29 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+class Tape(Protocol):
+    """Where a scenario's model calls are recorded or replayed (see :mod:`personalens_testkit.replay.tape`)."""
+
+    def __enter__(self) -> object: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def phase(self, name: str) -> ContextManager[None]: ...
+    def discard(self) -> None: ...
+
+
+class _NoTape:
+    def __enter__(self) -> object:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def phase(self, name: str) -> ContextManager[None]:
+        return contextlib.nullcontext()
+
+    def discard(self) -> None:
+        return None
+
+
 @dataclass
 class Evaluator:
     dataset: Dataset
@@ -76,19 +101,29 @@ class Evaluator:
     #: overrides the benchmark's 20 (single-domain) / 30 (multi-domain) turn limit
     max_turns: int | None = None
 
-    def evaluate(self, scenario: Scenario) -> Evaluation:
+    def evaluate(self, scenario: Scenario, tape: Tape | None = None) -> Evaluation:
+        """Run and judge one scenario; with a ``tape``, its calls are recorded or replayed there.
+
+        A scenario that ends in an error keeps no new recording (it would replay as a miss).
+        """
         evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns))
         evaluation.started_at = _now()
         started = time.perf_counter()
         phase = "loading the scenario's data"
+        tape = tape if tape is not None else _NoTape()
         try:
-            ctx = build_context(self.dataset, scenario)
-            phase = "the dialogue"
-            run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant, max_turns=evaluation.max_turns)
-            phase = "judging"
-            logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
-            evaluation.verdict = self.judge.judge(ctx, evaluation.dialogue.messages, evaluation.dialogue.log)
+            with tape:
+                ctx = build_context(self.dataset, scenario)
+                phase = "the dialogue"
+                with tape.phase("dialogue"):
+                    run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant,
+                                 max_turns=evaluation.max_turns)
+                phase = "judging"
+                logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
+                with tape.phase("judging"):
+                    evaluation.verdict = self.judge.judge(ctx, evaluation.dialogue.messages, evaluation.dialogue.log)
         except PersonalensError as exc:
+            tape.discard()
             evaluation.error = ErrorInfo.of(exc, phase)
         finally:
             evaluation.seconds = round(time.perf_counter() - started, 3)

@@ -18,7 +18,8 @@ from .data.models import Scenario, TaskKind
 from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
-from .report.results import build_row, describe_shortfalls, format_transcript, write_atomically
+from .files import write_atomically
+from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript
 from .session import RunState, new_run_id
 
 STATE = pytest.StashKey[RunState]()
@@ -51,11 +52,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--results-dir", default=None, metavar="DIR", help="where runs write results (default: personalens-results)")
     add("--local-url", default=None, metavar="URL",
         help="use an already running embedded server (see `personalens serve-model`) instead of starting one")
+    add("--record-mode", default=None, metavar="{none,once,new_episodes,all}",
+        help="cassettes, with vcrpy's meanings: none (default) replays offline and runs only the scenarios that "
+             "have a cassette; once records the missing ones live; new_episodes adds unmatched calls; all re-records")
+    add("--cassette-dir", default=None, metavar="DIR", help="where cassettes are kept (default: ./cassettes)")
+    add("--rejudge", action="store_true", default=None,
+        help="replay the recorded dialogues and judge them again (judge live, or from its own cassettes)")
 
 
 _OPTION_NAMES = (
     "personalens_data", "sample", "profiles", "domains", "task_kind", "max_turns", "assistant", "assistant_model",
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
+    "record_mode", "cassette_dir", "rejudge",
 )
 
 
@@ -80,6 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if runs_suites(config):
             try:
                 state.preflight(reach=not config.option.collectonly)
+                state.check_runnable()
             except PersonalensError as exc:
                 raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
@@ -176,7 +185,7 @@ def score_floors(personalens_run: RunState) -> ScenarioFloors:
 @pytest.fixture
 def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_run: RunState) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
-    evaluation = personalens_run.evaluate(scenario)
+    evaluation = personalens_run.evaluate(scenario, rerecord=personalens_run.rerecord_command(request.node.nodeid))
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario)
     write_atomically(path, format_transcript(evaluation))
@@ -192,6 +201,11 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: RunState) -> Any
 
     def check(evaluation: Evaluation) -> None:
         assert evaluation.verdict is not None
+        changed = personalens_run.replay_differences(evaluation)
+        if changed is not None:  # an offline replay of a recording: it must reproduce the recorded scores
+            if changed:
+                pytest.fail(describe_replay_change(evaluation, changed), pytrace=False)
+            return
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         if found:
             path = personalens_run.transcript_path(evaluation.scenario)
@@ -213,7 +227,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if evaluation.verdict is not None:
             found = shortfalls(state.thresholds.scenario, evaluation.verdict.scores.model_dump())
         row = build_row(state.run_info(), evaluation, status=status, found=found,
-                        transcript_path=str(state.transcript_path(evaluation.scenario)))
+                        transcript_path=state.shown(state.transcript_path(evaluation.scenario)),
+                        cassette=state.cassette_of(evaluation.scenario))
         report.personalens_row = row.model_dump(mode="json")
     return report
 
@@ -229,10 +244,16 @@ class ControllerHooks:
         if row is not None and self.state.writer is not None:
             self.state.writer.write(row)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.state.keep_recorded_results()
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         writer = self.state.writer
         if writer is not None and writer.count:
             terminalreporter.write_line(f"personalens: {writer.count} result rows -> {writer.path}")
+        if self.state.recorded_written:
+            terminalreporter.write_line(
+                f"personalens: {self.state.recorded_written} recorded result rows -> {self.state.recorded_path}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -242,4 +263,4 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
         f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
         f"personalens: results -> {state.run_dir}",
-    ]
+    ] + ([f"personalens: {_or_exit(state.replay_summary)}"] if runs_suites(config) else [])

@@ -33,7 +33,15 @@ from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
 from .llm.entries import BedrockModel
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
+from .replay.recorded import differences, load_recorded, merge_recorded, recorded_results_path
+from .replay.tape import Tapes, TapeSettings, TapedAssistant
+from .report.results import read_rows
 from .report.results import ResultsWriter, RunInfo
+
+#: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
+BOT_KINDS = frozenset({"http", "python", "command", "openai"})
+#: Where a model that is only replayed "runs" (never contacted: the cassette answers; normalised away).
+REPLAY_ONLY_URL = "http://127.0.0.1:9"
 
 
 def new_run_id() -> str:
@@ -65,8 +73,74 @@ class RunState:
     def _selected(self) -> list[Scenario]:
         return select_scenarios(self.dataset, self.settings.selection)
 
+    @cached_property
+    def _runnable(self) -> list[Scenario]:
+        """The selected scenarios this run can execute: all of them, or, when only replaying, those with a cassette."""
+        if not self.replays_only:
+            return self._selected
+        return [s for s in self._selected if self.tapes.has_cassette(s.scenario_id)]
+
     def scenarios(self, kind: TaskKind) -> list[Scenario]:
-        return [s for s in self._selected if s.kind is kind]
+        return [s for s in self._runnable if s.kind is kind]
+
+    # -- cassettes ----------------------------------------------------------------------
+    @cached_property
+    def assistant_is_bot(self) -> bool:
+        entry = self.settings.assistants.entries.get(self.settings.assistant)
+        return entry is not None and entry.kind in BOT_KINDS
+
+    @cached_property
+    def tapes(self) -> Tapes:
+        s = self.settings
+        return Tapes(TapeSettings(
+            cassette_dir=s.cassette_dir, assistant=s.assistant, record_mode=s.record_mode, rejudge=s.rejudge,
+            judge=s.judge_model, assistant_is_bot=self.assistant_is_bot,
+        ))
+
+    @property
+    def replays_only(self) -> bool:
+        """Every scenario needs a recorded dialogue: an offline replay, or a re-judging."""
+        return self.settings.record_mode == "none" or self.settings.rejudge
+
+    @cached_property
+    def live_roles(self) -> frozenset[str]:
+        """The roles whose model calls may reach a live model in this run (the others only replay)."""
+        s = self.settings
+        if s.record_mode == "none":
+            return frozenset()
+        if s.rejudge:
+            return frozenset({"judge"})
+        if s.record_mode == "once" and all(self.tapes.has_cassette(sc.scenario_id) for sc in self._selected):
+            return frozenset()
+        return frozenset({"user_agent", "assistant", "judge"})
+
+    def replay_summary(self) -> str:
+        """One line for the run header: what replays, what records, and how to record the rest."""
+        s = self.settings
+        folder = self.tapes.path("x").parent
+        selected = len(self._selected)
+        recorded = len(self._runnable) if self.replays_only else sum(
+            self.tapes.has_cassette(sc.scenario_id) for sc in self._selected)
+        if s.rejudge:
+            judge = "from its cassettes" if s.record_mode == "none" else f"live ({s.judge_model}), record mode {s.record_mode}"
+            return f"re-judging {recorded} of {selected} selected scenarios recorded in {folder}; judge {judge}"
+        if s.record_mode == "none":
+            rest = selected - recorded
+            line = f"replaying {recorded} of {selected} selected scenarios offline from {folder}"
+            if rest:
+                line += f"; record the other {rest} with --record-mode once (live models)"
+            return line
+        return f"record mode {s.record_mode}: {recorded} of {selected} selected scenarios have a cassette in {folder}"
+
+    def check_runnable(self) -> None:
+        """A run that can execute nothing is an error, never a green run of zero cases."""
+        if self.replays_only and self._selected and not self._runnable:
+            what = "re-judge" if self.settings.rejudge else "replay offline"
+            raise UsageError(
+                f"nothing to {what}: none of the {len(self._selected)} selected scenarios has a cassette in "
+                f"{self.tapes.path('x').parent}; record them with --record-mode once (live models), "
+                "or choose another --cassette-dir or --assistant"
+            )
 
     @cached_property
     def thresholds(self) -> Thresholds:
@@ -85,7 +159,8 @@ class RunState:
     def launch_servers(self) -> dict[str, dict[str, Any]]:
         """Controller only: launch every embedded server the run's specs need (without waiting)."""
         for role, local in self.local_servers_in_use():
-            self._server_pool().launch(local, role)
+            if role in self.live_roles:
+                self._server_pool().launch(local, role)
         self._handles = self._server_pool().handles()
         return self._handles
 
@@ -96,6 +171,8 @@ class RunState:
 
     def local_url_for(self, local: LocalServerSettings, role: str) -> str:
         """A healthy embedded server's URL for these settings and role, launching it here if this process may."""
+        if role not in self.live_roles:
+            return REPLAY_ONLY_URL
         if self.settings.local_url and local.model_path is None:
             url = self.settings.local_url.rstrip("/")
             if url not in self._healthy:
@@ -118,6 +195,7 @@ class RunState:
         return ModelContext(
             local_url_for=self.local_url_for, local=self.settings.local, named=self.settings.models,
             openai_base_url=self.settings.openai_base_url, openai_api_key_env=self.settings.openai_api_key_env,
+            replay_only_roles=frozenset({"user_agent", "assistant", "judge"}) - self.live_roles,
         )
 
     def _model(self, spec: str, role: str) -> ChatModel:
@@ -134,6 +212,8 @@ class RunState:
         )
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context)
+        if self.assistant_is_bot:
+            assistant = TapedAssistant(assistant, replay=s.rejudge)
         self._closing.append(assistant)
         return assistant
 
@@ -146,14 +226,16 @@ class RunState:
         s = self.settings
         for role, spec in s.model_specs().items():
             model = resolve(spec, s.models)
-            if isinstance(model, BedrockModel):
+            if isinstance(model, BedrockModel) and role in self.live_roles:
                 try:
                     check_aws(model.region)
                 except PersonalensError as exc:
                     raise UsageError(f"{self._role_label(role, spec)}: {exc}") from None
         entry = s.assistants.entries.get(s.assistant)
-        if entry is None or isinstance(entry, ReferenceEntry):
-            return  # the reference assistant's model was checked above
+        if entry is None or isinstance(entry, ReferenceEntry) or s.rejudge:
+            return  # the reference assistant's model was checked above; a re-judging replays the assistant
+        if not self.assistant_is_bot and "assistant" not in self.live_roles:
+            return  # a model-backed assistant that only replays needs no credentials
         try:
             assistant = self._assistant()
             try:
@@ -184,7 +266,7 @@ class RunState:
             max_turns=s.max_turns,
         )
 
-    def evaluate(self, scenario: Scenario) -> Evaluation:
+    def evaluate(self, scenario: Scenario, rerecord: str = "") -> Evaluation:
         """Evaluate one scenario; with embedded models, one scenario at a time across all xdist workers.
 
         A llama.cpp server of llama-cpp-python serves one request at a time and keeps one
@@ -197,20 +279,70 @@ class RunState:
             evaluator = self.evaluator
         except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
+        tape = self.tapes.scenario(scenario.scenario_id, rerecord or self._rerecord_hint(scenario))
         if not self.uses_embedded_models:
-            return evaluator.evaluate(scenario)
+            return evaluator.evaluate(scenario, tape)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                return evaluator.evaluate(scenario)
+                return evaluator.evaluate(scenario, tape)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def _rerecord_hint(self, scenario: Scenario) -> str:
+        return self.rerecord_command(f"suites/ -k {scenario.scenario_id}")
+
+    def rerecord_command(self, target: str) -> str:
+        """The command that re-records one case (``target``: its node id, quoted here)."""
+        target = target if target.startswith("suites/ ") else f"'{target}'"
+        line = f"pytest {target} --assistant {self.settings.assistant} --record-mode all"
+        return line + (" --rejudge" if self.settings.rejudge else "")
+
+    # -- recorded results -----------------------------------------------------------------
+    @property
+    def recorded_path(self) -> Path:
+        return recorded_results_path(self.settings.cassette_dir, self.settings.assistant)
+
+    @cached_property
+    def _recorded(self) -> dict[str, dict[str, Any]]:
+        return load_recorded(self.recorded_path)
+
+    @property
+    def checks_reproduction(self) -> bool:
+        """A whole-run offline replay (nothing under test is live): cases must reproduce the recorded scores."""
+        s = self.settings
+        return s.record_mode == "none" and not s.rejudge and not self.assistant_is_bot
+
+    def replay_differences(self, evaluation: Evaluation) -> list[str] | None:
+        """In a whole-run replay with a recorded row: what differs from it (``[]``: reproduced); else None."""
+        recorded = self._recorded.get(evaluation.scenario.scenario_id) if self.checks_reproduction else None
+        if recorded is None or evaluation.verdict is None:
+            return None
+        dialogue = evaluation.dialogue
+        now = {
+            "scores": evaluation.verdict.scores.model_dump(mode="json"), "turns": dialogue.turns,
+            "termination": dialogue.termination.value if dialogue.termination else None,
+        }
+        return differences(recorded, now)
+
+    recorded_written = 0
+
+    def keep_recorded_results(self) -> None:
+        """Controller, at the end of a recording run: its scored rows join the recorded results."""
+        s = self.settings
+        if self.writer is None or s.record_mode == "none" or s.rejudge or not self.writer.path.is_file():
+            return
+        self.writer.close()
+        rows = [row for row in read_rows(self.writer.path) if row.get("status") != "error"]
+        self.recorded_written = merge_recorded(self.recorded_path, rows)
+
     @cached_property
     def uses_embedded_models(self) -> bool:
+        """Whether a live call may reach an embedded server (then scenarios take turns on them)."""
         s = self.settings
-        return any(local_settings_for(spec, s.local, s.models) for spec in s.model_specs().values())
+        return any(local_settings_for(spec, s.local, s.models)
+                   for role, spec in s.model_specs().items() if role in self.live_roles)
 
     def run_info(self) -> RunInfo:
         s = self.settings
@@ -222,7 +354,17 @@ class RunState:
             assistant_context=context.label,
             assistant_model=describe(assistant_model, s.models) if assistant_model else None,
             user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
+            record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""),
         )
+
+    def cassette_of(self, scenario: Scenario) -> str:
+        return self.shown(self.tapes.path(scenario.scenario_id))
+
+    def shown(self, path: Path) -> str:
+        """A path as rows show it: relative to the project root when inside it."""
+        with contextlib.suppress(ValueError):
+            return str(path.relative_to(self.settings.rootdir))
+        return str(path)
 
     def transcript_path(self, scenario: Scenario) -> Path:
         return self.run_dir / "transcripts" / f"{scenario.scenario_id}.txt"

@@ -3,14 +3,35 @@
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, TypeVar
 
-from ..errors import ModelError
+from ..errors import ModelError, PersonalensError
 from ..llm.base import ChatModel, ChatRequest, ChatResponse
 
 CallRole = Literal["user_agent", "assistant", "judge"]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Which call is being made: its role, what for, and the dialogue turn."""
+
+    role: CallRole
+    label: str
+    turn: int
+
+    def describe(self) -> str:
+        return f"{self.role.replace('_', ' ')} ({self.label}" + (f", turn {self.turn})" if self.turn else ")")
+
+
+#: The call in progress in this thread (the replay layer labels and explains requests with it).
+CURRENT_CALL: ContextVar[CallSite | None] = ContextVar("personalens_current_call", default=None)
+#: Turns an exception raised inside a call into one of ours (set by the replay layer), or None.
+CALL_ERRORS: ContextVar[Callable[[BaseException, CallSite], PersonalensError | None] | None] = ContextVar(
+    "personalens_call_errors", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -37,12 +58,21 @@ class CallLog:
 
     def run(self, call: Callable[[], T], *, role: CallRole, label: str, turn: int) -> T:
         """Make one call, logging its time and tokens; a failure is re-labelled with the role and turn."""
+        site = CallSite(role=role, label=label, turn=turn)
+        token = CURRENT_CALL.set(site)
         started = time.perf_counter()
         try:
             result = call()
-        except ModelError as exc:
-            where = f"{role.replace('_', ' ')} ({label}" + (f", turn {turn})" if turn else ")")
-            raise exc.for_role(where) from exc.__cause__
+        except Exception as exc:
+            explain = CALL_ERRORS.get()
+            ours = explain(exc, site) if explain is not None else None
+            if ours is not None:
+                raise ours from None
+            if isinstance(exc, ModelError):
+                raise exc.for_role(site.describe()) from exc.__cause__
+            raise
+        finally:
+            CURRENT_CALL.reset(token)
         self.add(CallRecord(
             role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
             prompt_tokens=getattr(result, "prompt_tokens", None),

@@ -32,8 +32,16 @@ def default_json_mode(model_id: str) -> JsonMode:
     return "tool" if any(family in model_id for family in FORCED_TOOL_FAMILIES) else "none"
 
 
-def make_client(region: str | None, *, max_attempts: int = 8, read_timeout_s: float = 300.0) -> Any:
-    """A bedrock-runtime client on the standard credential chain, adaptive retries, generous read timeout."""
+def make_client(
+    region: str | None, *, max_attempts: int = 8, read_timeout_s: float = 300.0, endpoint_url: str | None = None,
+    replay_only: bool = False,
+) -> Any:
+    """A bedrock-runtime client on the standard credential chain, adaptive retries, generous read timeout.
+
+    ``replay_only``: the client's calls are answered by a cassette, so it needs no real
+    credentials or region (placeholders are used when none are configured; botocore
+    signs before the cassette sees the request).
+    """
     import boto3
     from botocore.config import Config
 
@@ -42,9 +50,24 @@ def make_client(region: str | None, *, max_attempts: int = 8, read_timeout_s: fl
         read_timeout=read_timeout_s, connect_timeout=10,
     )
     session = boto3.Session(region_name=region) if region else boto3.Session()
+    if replay_only:
+        if session.get_credentials() is None:
+            session = boto3.Session(region_name=session.region_name or "us-east-1",
+                                    aws_access_key_id="replay", aws_secret_access_key="replay")
+        elif session.region_name is None:
+            session = boto3.Session(region_name="us-east-1")
     if session.region_name is None:
         raise ModelError("no AWS region: set AWS_DEFAULT_REGION, or region in the model's config entry")
-    return session.client("bedrock-runtime", config=config)
+    client = session.client("bedrock-runtime", config=config, endpoint_url=endpoint_url)
+    client.meta.events.register_first("needs-retry.*", _never_retry_a_replay_miss)
+    return client
+
+
+def _never_retry_a_replay_miss(caught_exception: BaseException | None = None, **_: Any) -> None:
+    """botocore wraps a cassette miss (vcrpy) as a connection error and would retry it: raise it at once."""
+    inner = getattr(caught_exception, "kwargs", {}).get("error") if caught_exception is not None else None
+    if type(inner).__name__ == "CannotOverwriteExistingCassetteException":
+        raise inner
 
 
 class BedrockChat:
@@ -52,12 +75,14 @@ class BedrockChat:
 
     def __init__(
         self, *, spec: str, model_id: str, region: str | None = None, client: Any = None,
-        json_mode: JsonMode | None = None, max_attempts: int = 8,
+        json_mode: JsonMode | None = None, max_attempts: int = 8, endpoint_url: str | None = None,
+        replay_only: bool = False,
     ) -> None:
         self.spec = spec
         self.model_id = model_id
         self.json_mode: JsonMode = json_mode or default_json_mode(model_id)
-        self._client = client if client is not None else make_client(region, max_attempts=max_attempts)
+        self._client = client if client is not None else make_client(
+            region, max_attempts=max_attempts, endpoint_url=endpoint_url, replay_only=replay_only)
 
     def __repr__(self) -> str:
         return f"BedrockChat(spec={self.spec!r}, model_id={self.model_id!r})"

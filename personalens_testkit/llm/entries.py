@@ -59,6 +59,8 @@ class BedrockModel(_Entry):
     #: "tool" forces a tool whose input is the judge's JSON schema; None: by model family
     json_mode: Optional[Literal["tool", "none"]] = None
     max_attempts: int = Field(default=8, ge=1, le=20)
+    #: another bedrock-runtime endpoint (a VPC endpoint, a proxy); None: the region's
+    endpoint_url: Optional[str] = Field(default=None, pattern=r"^https?://")
 
     def spec(self) -> str:
         return f"bedrock:{self.model}"

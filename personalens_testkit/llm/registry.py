@@ -28,6 +28,8 @@ class ModelContext:
     openai_api_key_env: str = "OPENAI_API_KEY"
     named: Mapping[str, ModelEntry] = field(default_factory=dict)
     local_timeout_s: float = 900.0
+    #: roles whose calls only replay from cassettes: no server, no credentials needed
+    replay_only_roles: frozenset[str] = frozenset()
 
 
 def resolve(name_or_spec: str, named: Mapping[str, ModelEntry]) -> ModelEntry:
@@ -68,8 +70,9 @@ def _openai(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> Cha
 def _bedrock(label: str, entry: BedrockModel, ctx: ModelContext, role: str) -> ChatModel:
     from .bedrock import BedrockChat
 
+    replay_only = role in ctx.replay_only_roles
     return BedrockChat(spec=label, model_id=entry.model, region=entry.region, json_mode=entry.json_mode,
-                       max_attempts=entry.max_attempts)
+                       max_attempts=entry.max_attempts, endpoint_url=entry.endpoint_url, replay_only=replay_only)
 
 
 Factory = Callable[[str, ModelEntry, ModelContext, str], ChatModel]

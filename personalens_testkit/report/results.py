@@ -9,8 +9,6 @@ written as readable text files, one per scenario, by whichever process ran it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import IO, Any, Literal, Optional
 
@@ -18,6 +16,7 @@ from pydantic import BaseModel
 
 from ..agents.judge import Scores
 from ..evaluation import Evaluation
+from ..files import write_atomically
 from ..gating.thresholds import Shortfall
 
 Status = Literal["passed", "failed", "error"]
@@ -33,6 +32,7 @@ class RunInfo(BaseModel):
     assistant_model: Optional[str]
     user_model: str
     judge_model: str
+    record_mode: Optional[str] = None
 
 
 class ResultRow(BaseModel):
@@ -50,6 +50,8 @@ class ResultRow(BaseModel):
     assistant_model: Optional[str]
     user_model: str
     judge_model: str
+    record_mode: Optional[str] = None
+    cassette: Optional[str] = None
     scores: Optional[Scores]
     reasons: dict[str, str]
     observations: list[str]
@@ -69,14 +71,15 @@ class ResultRow(BaseModel):
 
 
 def build_row(
-    run: RunInfo, evaluation: Evaluation, *, status: Status, found: list[Shortfall], transcript_path: str | None
+    run: RunInfo, evaluation: Evaluation, *, status: Status, found: list[Shortfall], transcript_path: str | None,
+    cassette: str | None = None,
 ) -> ResultRow:
     scenario, dialogue, verdict = evaluation.scenario, evaluation.dialogue, evaluation.verdict
     error = evaluation.error
     return ResultRow(
         **run.model_dump(),
         scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
-        task_kind=scenario.kind.value, domains=list(scenario.domains), status=status,
+        task_kind=scenario.kind.value, domains=list(scenario.domains), status=status, cassette=cassette,
         scores=verdict.scores if verdict else None,
         reasons=verdict.reasons if verdict else {},
         observations=verdict.observations if verdict else [],
@@ -162,14 +165,10 @@ def describe_shortfalls(evaluation: Evaluation, found: list[Shortfall], transcri
     return "\n".join(lines)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write a whole file or nothing: a temporary file in the same folder, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def describe_replay_change(evaluation: Evaluation, changed: list[str]) -> str:
+    """Why a replayed case failed: what differs from the recording."""
+    lines = [f"{evaluation.scenario.scenario_id} did not reproduce its recorded result:"]
+    lines += [f"  - {line}" for line in changed]
+    lines.append("a replay answers every call from the cassette, so this means the prompts, the parsing or the "
+                 "scoring changed; re-record if that was intended (--record-mode all)")
+    return "\n".join(lines)

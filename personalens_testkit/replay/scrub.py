@@ -1,0 +1,130 @@
+"""What a cassette may hold: requests made location-independent and stripped of every secret.
+
+Applied by vcrpy to each request before it is matched and before it is recorded, and to
+each response before it is recorded:
+
+- loopback hosts and ports become ``local`` (an embedded or test server on another port
+  still replays); Bedrock's regional host loses its region (a replay needs no region);
+- headers are kept only if harmless (an allow-list: content type and our call label),
+  so auth headers, SigV4 signatures, session tokens, cookies and API keys never land;
+- query parameters and JSON body fields named like secrets are replaced by ``<redacted>``;
+- the values of secret-looking environment variables (``*_API_KEY``, ``*_TOKEN``,
+  ``*SECRET*``, ``*PASSWORD*``, ``AWS_ACCESS_KEY_ID``) are replaced wherever they appear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Iterable, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+REDACTED = "<redacted>"
+CALL_HEADER = "x-personalens-call"
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0", "[::1]"}
+_BEDROCK_HOST = re.compile(r"^(bedrock-runtime)(?:-fips)?\.[a-z0-9-]+\.(amazonaws\.com(?:\.cn)?)$")
+_KEEP_REQUEST_HEADERS = {"content-type", CALL_HEADER}
+_KEEP_RESPONSE_HEADERS = {"content-type"}
+_SECRET_NAME = re.compile(
+    r"(^|[_-])(api[_-]?key|apikey|key|token|access[_-]?token|auth[_-]?token|session[_-]?token|secret|"
+    r"client[_-]?secret|password|passwd|authorization|signature|sig|credential|x-amz-[a-z-]+)$",
+    re.IGNORECASE,
+)
+_SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY_ID|CREDENTIALS?)", re.IGNORECASE)
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(value, placeholder) for every secret-looking environment variable worth hiding, longest first."""
+    env = os.environ if env is None else env
+    found = {value: f"<{name}>" for name, value in env.items() if _SECRET_ENV.search(name) and len(value) >= 8}
+    return sorted(found.items(), key=lambda item: -len(item[0]))
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def normalise_uri(uri: str) -> str:
+    parts = urlsplit(uri)
+    host = (parts.hostname or "").lower()
+    netloc = parts.netloc
+    if host in _LOOPBACK:
+        netloc = "local"
+    elif (match := _BEDROCK_HOST.match(host)) is not None:
+        netloc = f"{match.group(1)}.{match.group(2)}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, REDACTED if is_secret_name(k) else v) for k, v in pairs])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _redact_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, (str, int)) else _redact_json(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v) for v in value]
+    return value
+
+
+def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
+    for value, placeholder in secrets:
+        data = data.replace(value.encode("utf-8"), placeholder.encode("utf-8"))
+    return data
+
+
+def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]]) -> bytes | None:
+    """A request body without secrets: JSON fields named like secrets redacted, known secret values replaced."""
+    if body is None:
+        return None
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, (dict, list)):
+        redacted = _redact_json(parsed)
+        if redacted != parsed:
+            data = json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return scrub_text(data, secrets)
+
+
+def keep_headers(headers: Mapping[str, Any], allowed: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in headers.items() if k.lower() in allowed}
+
+
+def canonical_body(body: bytes | str | None) -> bytes:
+    """The body as matched: JSON re-serialised with sorted keys, anything else as its bytes."""
+    if body is None:
+        return b""
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return data
+    return json.dumps(parsed, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_body_matcher(r1: Any, r2: Any) -> None:
+    """vcrpy matcher: canonical JSON bodies are equal (raises AssertionError with a hint otherwise)."""
+    a, b = canonical_body(r1.body), canonical_body(r2.body)
+    if a != b:
+        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        raise AssertionError(
+            f"bodies differ at byte {at}: {a[max(0, at - 60):at + 60]!r} != {b[max(0, at - 60):at + 60]!r}"
+        )
+
+
+def scrub_response(response: dict[str, Any], secrets: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    response["headers"] = keep_headers(response.get("headers") or {}, _KEEP_RESPONSE_HEADERS)
+    body = response.get("body") or {}
+    if isinstance(body.get("string"), (bytes, str)):
+        raw = body["string"]
+        body["string"] = scrub_text(raw.encode("utf-8") if isinstance(raw, str) else raw, secrets)
+    return response
+
+
+def scrub_request_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    return keep_headers(headers, _KEEP_REQUEST_HEADERS)

@@ -1,0 +1,243 @@
+"""Cassettes around a scenario's calls: record, replay, explain misses.
+
+A :class:`Tapes` object (one per process) opens a :class:`ScenarioTape` per scenario.
+The tape opens the scenario's cassette with vcrpy for the dialogue and the judging, or,
+when re-judging, replays the dialogue from the scenario's cassette and records or replays
+the judge's calls in a cassette of their own (``rejudged/<judge>/``).
+
+The assistant under test: a model-backed assistant (the built-in reference assistant,
+the ``bedrock`` kind) is a model call like any other - what it answers is determined by
+what is sent, so a changed prompt or model is a miss, never a stale answer. A bot (the
+``http``, ``python``, ``command`` and ``openai`` kinds, whose code may change behind an
+unchanged request) is called live in every record mode; its replies are written to the
+cassette as ``http://assistant.personalens/reply`` interactions, which only ``--rejudge``
+replays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..agents.calls import CALL_ERRORS, CURRENT_CALL, CallSite
+from ..assistants.base import Assistant, AssistantInput, AssistantReply
+from ..assistants.contract import parse_reply, request_payload
+from ..errors import PersonalensError, ReplayMissError
+from .scrub import CALL_HEADER, json_body_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
+from .store import JsonBytesSerializer, XzPersister, cassette_path
+
+ASSISTANT_URI = "http://assistant.personalens/reply"
+MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "json_body")
+
+#: The cassette open in this thread, if any (the bot wrapper writes and reads its turns there).
+ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
+
+_REASONS = {
+    "cassette_not_found": "there is no cassette",
+    "already_played": "the recording holds no further answer to this request (the dialogue ran longer than when it was recorded)",
+    "no_match": "no recorded request matches it (prompts, model settings or the assistant's replies differ from the recording)",
+    "nothing_similar": "no recorded request matches it (prompts, model settings or the assistant's replies differ from the recording)",
+}
+
+
+@dataclass(frozen=True)
+class TapeSettings:
+    cassette_dir: Path
+    assistant: str
+    record_mode: str = "none"
+    #: replay the dialogue, judge again (live or from the re-judging's own cassette)
+    rejudge: bool = False
+    #: the judge model's name, for the re-judging cassette's folder
+    judge: str = "judge"
+    #: the assistant under test is a bot, called live (its turns are stored apart)
+    assistant_is_bot: bool = False
+
+
+@dataclass
+class Tapes:
+    settings: TapeSettings
+    secrets: list[tuple[str, str]] = field(default_factory=secret_values)
+
+    def path(self, scenario_id: str) -> Path:
+        return cassette_path(self.settings.cassette_dir, self.settings.assistant, scenario_id)
+
+    def judge_path(self, scenario_id: str) -> Path:
+        return cassette_path(self.settings.cassette_dir, self.settings.assistant, scenario_id, judge=self.settings.judge)
+
+    def has_cassette(self, scenario_id: str) -> bool:
+        return self.path(scenario_id).is_file()
+
+    def scenario(self, scenario_id: str, rerecord: str) -> ScenarioTape:
+        return ScenarioTape(self, scenario_id, rerecord)
+
+    # -- vcrpy hooks --------------------------------------------------------------------
+    def before_record_request(self, request: Any) -> Any:
+        site = CURRENT_CALL.get()
+        synthetic = request.uri == ASSISTANT_URI
+        if self.settings.assistant_is_bot and site is not None and site.role == "assistant" and not synthetic:
+            return None  # the bot's own traffic: live, and not recorded (its turns are)
+        request.uri = normalise_uri(request.uri)
+        request.body = scrub_body(request.body, self.secrets)
+        headers = scrub_request_headers(request.headers)
+        if site is not None:
+            headers[CALL_HEADER] = f"{site.role};{site.label};{site.turn}"
+        request.headers = headers
+        return request
+
+    def before_record_response(self, response: dict[str, Any]) -> dict[str, Any]:
+        return scrub_response(response, self.secrets)
+
+    def vcr(self) -> Any:
+        import vcr
+
+        recorder = vcr.VCR(
+            serializer="json-bytes", match_on=MATCH_ON, decode_compressed_response=True,
+            before_record_request=self.before_record_request, before_record_response=self.before_record_response,
+        )
+        recorder.register_serializer("json-bytes", JsonBytesSerializer)
+        recorder.register_persister(XzPersister)
+        recorder.register_matcher("json_body", json_body_matcher)
+        return recorder
+
+
+class ScenarioTape:
+    """The cassette(s) of one scenario. Use as a context manager around the scenario, and
+    :meth:`phase` around its dialogue and its judging; :meth:`discard` keeps a failed
+    scenario's new recording from being saved (a half-recorded cassette would only replay
+    as a miss later)."""
+
+    def __init__(self, tapes: Tapes, scenario_id: str, rerecord: str) -> None:
+        self.tapes = tapes
+        self.scenario_id = scenario_id
+        self.rerecord = rerecord
+        self._stack = contextlib.ExitStack()
+        self._cassettes: list[Any] = []
+        self._keep = True
+
+    def __enter__(self) -> ScenarioTape:
+        self._stack.enter_context(_set(CALL_ERRORS, self.explain))
+        if not self.tapes.settings.rejudge:
+            self._open(self.tapes.path(self.scenario_id), self.tapes.settings.record_mode)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._keep or exc[0] is not None:
+            for cassette in self._cassettes:
+                cassette.dirty = False
+        self._stack.close()
+
+    def discard(self) -> None:
+        self._keep = False
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """``dialogue`` or ``judging``: under ``--rejudge`` each has its own cassette."""
+        if not self.tapes.settings.rejudge:
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            if name == "dialogue":
+                path, mode = self.tapes.path(self.scenario_id), "none"
+            else:
+                path, mode = self.tapes.judge_path(self.scenario_id), self.tapes.settings.record_mode
+            cassette = stack.enter_context(self._use(path, mode))
+            self._cassettes.append(cassette)
+            stack.enter_context(_set(ACTIVE, cassette))
+            try:
+                yield
+            except BaseException:
+                cassette.dirty = False
+                raise
+            if not self._keep:
+                cassette.dirty = False
+
+    def _open(self, path: Path, mode: str) -> None:
+        cassette = self._stack.enter_context(self._use(path, mode))
+        self._cassettes.append(cassette)
+        self._stack.enter_context(_set(ACTIVE, cassette))
+
+    def _use(self, path: Path, mode: str) -> Any:
+        return self.tapes.vcr().use_cassette(str(path), record_mode=mode, drop_unused_requests=mode == "all")
+
+    # -- misses ---------------------------------------------------------------------------
+    def explain(self, exc: BaseException, site: CallSite) -> PersonalensError | None:
+        """A replay miss, however deeply wrapped (botocore wraps it), as one line; else None."""
+        miss = find_miss(exc)
+        if miss is None:
+            return exc if isinstance(exc, ReplayMissError) else None
+        reason = getattr(miss, "reason", "no_match")
+        cassette = getattr(getattr(miss, "cassette", None), "_path", "")
+        detail = ""
+        similar = getattr(miss, "similar_requests", None) or []
+        if reason in ("no_match",) and similar and similar[0][2]:
+            detail = f" [{similar[0][2][0][0]}: {str(similar[0][2][0][1]).splitlines()[0][:200]}]"
+        return ReplayMissError(
+            f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
+            f"Re-record it: {self.rerecord}"
+        )
+
+
+def find_miss(exc: BaseException | None) -> BaseException | None:
+    """vcrpy's CannotOverwriteExistingCassetteException in an exception, its causes, or botocore's wrapper."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if type(exc).__name__ == "CannotOverwriteExistingCassetteException":
+            return exc
+        inner = getattr(exc, "kwargs", {}).get("error") if isinstance(getattr(exc, "kwargs", None), dict) else None
+        exc = inner if isinstance(inner, BaseException) else (exc.__cause__ or exc.__context__)
+        seen += 1
+    return None
+
+
+@contextlib.contextmanager
+def _set(var: ContextVar[Any], value: Any) -> Iterator[None]:
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+class TapedAssistant:
+    """A bot under test, called live; each turn is also written to (or, re-judging, read from) the cassette."""
+
+    def __init__(self, inner: Assistant, *, replay: bool) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.context = inner.context
+        self.replay = replay
+
+    def reply(self, turn: AssistantInput) -> AssistantReply:
+        from vcr.errors import CannotOverwriteExistingCassetteException
+        from vcr.request import Request
+
+        cassette = ACTIVE.get()
+        if cassette is None:
+            return self.inner.reply(turn)
+        body = json.dumps(request_payload(turn), sort_keys=True, ensure_ascii=False).encode("utf-8")
+        request = Request("POST", ASSISTANT_URI, body, {"content-type": "application/json"})
+        if self.replay:
+            if not cassette.can_play_response_for(request):
+                raise CannotOverwriteExistingCassetteException(cassette=cassette, failed_request=request)
+            return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
+        reply = self.inner.reply(turn)
+        if not cassette.write_protected:
+            usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+            answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
+            cassette.append(request, {
+                "status": {"code": 200, "message": "OK"},
+                "headers": {"content-type": ["application/json"]},
+                "body": {"string": answer},
+            })
+        return reply
+
+    def check(self) -> None:
+        if not self.replay:
+            self.inner.check()
+
+    def close(self) -> None:
+        self.inner.close()
