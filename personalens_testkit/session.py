@@ -129,6 +129,8 @@ class RunState:
             line = f"replaying {recorded} of {selected} selected scenarios offline from {folder}"
             if rest:
                 line += f"; record the other {rest} with --record-mode once (live models)"
+            if self.checks_reproduction and self._recorded:
+                line += f"; each must reproduce its recorded result ({self.shown(self.recorded_path)})"
             return line
         return f"record mode {s.record_mode}: {recorded} of {selected} selected scenarios have a cassette in {folder}"
 

@@ -54,6 +54,7 @@ asyncio_default_fixture_loop_scope = "function"
 filterwarnings = ["ignore::pytest.PytestAssertRewriteWarning"]
 
 [tool.personalens]
+record_mode = "all"
 user_model = "sim-user"
 judge_model = "openai:fake-judge"
 openai_base_url = "{fake_url}"

@@ -159,12 +159,15 @@ def test_bedrock_models_are_checked_before_any_case(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     (tmp_path / "pyproject.toml").write_text('[tool.personalens.models.judge-prod]\nkind = "bedrock"\nmodel = "m"\n')
-    state = RunState(resolve_settings({"judge_model": "judge-prod"}, tmp_path, {}), run_id="r", is_controller=True)
+    # an offline replay needs no credentials: nothing is checked
+    RunState(resolve_settings({"judge_model": "judge-prod"}, tmp_path, {}), run_id="r", is_controller=True).preflight()
+    live = {"record_mode": "once"}
+    state = RunState(resolve_settings({"judge_model": "judge-prod", **live}, tmp_path, {}), run_id="r", is_controller=True)
     with pytest.raises(UsageError, match=r"^--judge-model judge-prod \(\[tool.personalens.models.judge-prod\] in "
                                          r"pyproject.toml\): no AWS region"):
         state.preflight()
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    state = RunState(resolve_settings({"user_model": "bedrock:m"}, tmp_path, {}), run_id="r", is_controller=True)
+    state = RunState(resolve_settings({"user_model": "bedrock:m", **live}, tmp_path, {}), run_id="r", is_controller=True)
     with pytest.raises(UsageError, match=r"^--user-model bedrock:m: no AWS credentials"):
         state.preflight()
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")

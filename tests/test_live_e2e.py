@@ -1,8 +1,9 @@
-"""End to end through the real embedded model: a suite case runs a dialogue on llama.cpp and is judged.
+"""End to end through the real embedded model: a suite case runs a dialogue on llama.cpp and is
+judged, recorded in a cassette, then replayed offline with no model server at all.
 
 About a minute on two cores. It asserts the machinery (a real dialogue, six parsed judge
-scores on the benchmark's scales, a full result row, servers gone afterwards), never the
-quality of the 135M model's verdicts.
+scores on the benchmark's scales, a full result row, servers gone afterwards, a replay that
+reproduces the scores), never the quality of the 135M model's verdicts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
+ARGS = ("-p", "no:deepeval", "--profiles", "7", "--domains", "Alarm", "-k", "task-1", "--max-turns", "1",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", "-o", "asyncio_default_fixture_loop_scope=function")
 
 
 def _servers_running() -> set[str]:
@@ -27,9 +30,7 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     shutil.copy(SUITES / "test_single_domain.py", pytester.path)
     before = _servers_running()
     result = pytester.runpytest_subprocess(
-        "-p", "no:deepeval", "--profiles", "7", "--domains", "Alarm", "-k", "task-1", "--max-turns", "1",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning", "-o", "asyncio_default_fixture_loop_scope=function",
-        timeout=900,
+        *ARGS, "--record-mode", "once", timeout=900,
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, result.stdout.str()[-3000:]
@@ -48,3 +49,13 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     logs = sorted(p.name for p in results.parent.glob("embedded-server-*.log"))
     assert [name.rsplit("-", 1)[1] for name in logs] == ["assistant.log", "judge.log", "user_agent.log"]
     assert _servers_running() <= before, "an embedded server was left running"
+
+    # the recording replays offline: no server is started, and the scores are reproduced
+    assert (pytester.path / "cassettes" / "reference" / "user7-SD-Alarm-task-1.json.xz").is_file()
+    replay = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    replay.stdout.fnmatch_lines(["personalens: replaying 1 of 4 selected scenarios offline from *"])
+    assert replay.parseoutcomes().get("passed") == 1, replay.stdout.str()[-3000:]
+    latest = max(pytester.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    (again,) = [json.loads(line) for line in latest.read_text().splitlines()]
+    assert again["scores"] == row["scores"] and again["transcript"] == row["transcript"]
+    assert not list(latest.parent.glob("embedded-server-*.log")), "a replay started a model server"

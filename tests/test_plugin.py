@@ -24,6 +24,8 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
         "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
     )
+    # these tests run live against a fake model server (cassettes are tested in test_replay.py)
+    pytester.makefile(".toml", personalens='record_mode = "all"\n')
     return pytester
 
 

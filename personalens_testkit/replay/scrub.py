@@ -108,13 +108,21 @@ def canonical_body(body: bytes | str | None) -> bytes:
 
 
 def json_body_matcher(r1: Any, r2: Any) -> None:
-    """vcrpy matcher: canonical JSON bodies are equal (raises AssertionError with a hint otherwise)."""
-    a, b = canonical_body(r1.body), canonical_body(r2.body)
-    if a != b:
-        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        raise AssertionError(
-            f"bodies differ at byte {at}: {a[max(0, at - 60):at + 60]!r} != {b[max(0, at - 60):at + 60]!r}"
-        )
+    """vcrpy matcher: canonical JSON bodies are equal (raises AssertionError saying where otherwise)."""
+    found = body_difference(r2.body, r1.body)
+    if found:
+        raise AssertionError(found)
+
+
+def body_difference(recorded: bytes | str | None, now: bytes | str | None, *, shown: int = 60) -> str:
+    """Where two bodies first differ, compared canonically ("" when they match)."""
+    a = canonical_body(recorded).decode("utf-8", "replace")
+    b = canonical_body(now).decode("utf-8", "replace")
+    if a == b:
+        return ""
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - 20)
+    return f"differs at character {at}: recorded {a[start:at + shown]!r}, now {b[start:at + shown]!r}"
 
 
 def scrub_response(response: dict[str, Any], secrets: Iterable[tuple[str, str]]) -> dict[str, Any]:

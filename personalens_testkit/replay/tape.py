@@ -27,7 +27,7 @@ from ..agents.calls import CALL_ERRORS, CURRENT_CALL, CallSite
 from ..assistants.base import Assistant, AssistantInput, AssistantReply
 from ..assistants.contract import parse_reply, request_payload
 from ..errors import PersonalensError, ReplayMissError
-from .scrub import CALL_HEADER, json_body_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
+from .scrub import CALL_HEADER, body_difference, json_body_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
 from .store import JsonBytesSerializer, XzPersister, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
@@ -170,15 +170,26 @@ class ScenarioTape:
         if miss is None:
             return exc if isinstance(exc, ReplayMissError) else None
         reason = getattr(miss, "reason", "no_match")
-        cassette = getattr(getattr(miss, "cassette", None), "_path", "")
+        cassette = getattr(miss, "cassette", None)
         detail = ""
-        similar = getattr(miss, "similar_requests", None) or []
-        if reason in ("no_match",) and similar and similar[0][2]:
-            detail = f" [{similar[0][2][0][0]}: {str(similar[0][2][0][1]).splitlines()[0][:200]}]"
+        if reason in ("no_match", "nothing_similar") and cassette is not None:
+            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site)
+        cassette = getattr(cassette, "_path", "")
         return ReplayMissError(
             f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
             f"Re-record it: {self.rerecord}"
         )
+
+
+def _same_call_difference(cassette: Any, request: Any, site: CallSite) -> str:
+    """How the request differs from the one recorded for the same call (role, label, turn), if any was."""
+    label = f"{site.role};{site.label};{site.turn}"
+    for stored, _ in cassette.data:
+        values = stored.headers.get(CALL_HEADER) or []
+        if label in (values if isinstance(values, list) else [values]):
+            found = body_difference(stored.body, scrub_body(getattr(request, "body", None), ()))
+            return f" (the recorded request of this call {found})" if found else ""
+    return " (the recording has no such call)"
 
 
 def find_miss(exc: BaseException | None) -> BaseException | None:
@@ -225,7 +236,7 @@ class TapedAssistant:
                 raise CannotOverwriteExistingCassetteException(cassette=cassette, failed_request=request)
             return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
         reply = self.inner.reply(turn)
-        if not cassette.write_protected:
+        if not cassette.write_protected and not self._recorded_already(cassette, request, reply):
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
             cassette.append(request, {
@@ -234,6 +245,14 @@ class TapedAssistant:
                 "body": {"string": answer},
             })
         return reply
+
+    @staticmethod
+    def _recorded_already(cassette: Any, request: Any, reply: AssistantReply) -> bool:
+        """new_episodes: the same turn with the same reply is in the cassette already (not stored twice)."""
+        if cassette.record_mode != "new_episodes" or not cassette.can_play_response_for(request):
+            return False
+        stored = json.loads(cassette.play_response(request)["body"]["string"])
+        return stored.get("reply") == reply.text
 
     def check(self) -> None:
         if not self.replay:

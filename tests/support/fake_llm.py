@@ -7,7 +7,11 @@ It answers by what a request is for, read from the request itself:
   TERMINATE appended from the ``terminate_after``-th follow-up on;
 - anything else: an assistant reply.
 
-Every request body is kept in ``requests`` for assertions.
+It also speaks Bedrock's Converse (``POST /model/<id>/converse``, for boto3 clients given
+the server as ``endpoint_url``): the same answers, a forced tool's input for the judge.
+
+Every request body is kept in ``requests`` (Converse bodies as their chat equivalent) and
+its headers in ``headers``, for assertions.
 """
 
 from __future__ import annotations
@@ -100,6 +104,9 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
+                converse = self.path.startswith("/model/") and self.path.endswith("/converse")
+                if converse:
+                    body = _chat_from_converse(body)
                 with fake._lock:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
@@ -107,6 +114,9 @@ class FakeLLM:
                     self._send(fake.script.status, {"error": {"message": "scripted failure"}})
                     return
                 text = fake.answer(body)
+                if converse:
+                    self._send(200, _converse_answer(body, text))
+                    return
                 self._send(200, {
                     "id": "x", "object": "chat.completion", "model": body.get("model", "fake"),
                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
@@ -138,3 +148,28 @@ def _metric_from_prompt(body: dict[str, Any]) -> str:
     if "Rate the coherence" in prompt:
         return f"coherence_{side}"
     return "personalization"
+
+
+def _chat_from_converse(body: dict[str, Any]) -> dict[str, Any]:
+    """A Converse request as the chat-completions body :meth:`FakeLLM.answer` reads."""
+    messages = [{"role": "system", "content": block["text"]} for block in body.get("system", [])]
+    messages += [{"role": m["role"], "content": "".join(b.get("text", "") for b in m["content"])} for m in body["messages"]]
+    chat: dict[str, Any] = {"model": body.get("modelId", "bedrock"), "messages": messages}
+    tools = body.get("toolConfig", {}).get("tools", [])
+    if tools:
+        spec = tools[0]["toolSpec"]
+        chat["response_format"] = {"type": "json_schema", "json_schema": {"name": spec["name"], "schema": spec["inputSchema"]["json"]}}
+    return chat
+
+
+def _converse_answer(chat: dict[str, Any], text: str) -> dict[str, Any]:
+    if "response_format" in chat:
+        name = chat["response_format"]["json_schema"]["name"]
+        content: list[dict[str, Any]] = [{"toolUse": {"toolUseId": "t1", "name": name, "input": json.loads(text)}}]
+    else:
+        content = [{"text": text}]
+    tokens = {"inputTokens": len(json.dumps(chat)) // 4, "outputTokens": len(text) // 4}
+    return {
+        "output": {"message": {"role": "assistant", "content": content}}, "stopReason": "end_turn",
+        "usage": {**tokens, "totalTokens": sum(tokens.values())}, "metrics": {"latencyMs": 1},
+    }

@@ -1,0 +1,263 @@
+"""Cassettes end to end through the plugin: record live against a loopback model server, then
+replay with the server gone; misses, re-judging, bots, Bedrock without credentials, xdist."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .support.fake_llm import FakeLLM, Script
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
+ALARM = ["--profiles", "7", "--domains", "Alarm"]
+#: nothing listens there: a replay that tried to call a model would fail
+DEAD = "http://127.0.0.1:9/v1"
+TIMINGS = ("run_id", "started_at", "finished_at", "seconds", "transcript_path")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name in ("test_single_domain.py", "test_multi_domain.py"):
+        shutil.copy(SUITES / name, pytester.path / name)
+    pytester.makeini(
+        "[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
+        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
+    )
+    return pytester
+
+
+def run(project: pytest.Pytester, url: str, *args: str, subprocess: bool = False) -> pytest.RunResult:
+    project._monkeypatch.setenv("OPENAI_BASE_URL", url)  # noqa: SLF001 - pytester's own monkeypatch
+    argv = [*SPECS, *args]
+    return project.runpytest_subprocess(*argv, timeout=600) if subprocess else project.runpytest(*argv)
+
+
+def last_rows(project: pytest.Pytester) -> list[dict]:
+    latest = max(project.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    return [json.loads(line) for line in latest.read_text().splitlines()]
+
+
+def without_timings(row: dict) -> dict:
+    row = {k: v for k, v in row.items() if k not in TIMINGS}
+    row["calls"] = [{k: v for k, v in call.items() if k != "seconds"} for call in row["calls"]]
+    return row
+
+
+def cassette_dir(project: pytest.Pytester, assistant: str = "reference") -> Path:
+    return project.path / "cassettes" / assistant
+
+
+def test_a_recording_replays_offline_and_reproduces_every_row(project):
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        recording = run(project, fake.url, *ALARM, "--record-mode", "once")
+    recording.assert_outcomes(passed=4, deselected=1)
+    recording.stdout.fnmatch_lines(["personalens: record mode once: 0 of 4 selected scenarios have a cassette in *",
+                                    "personalens: 4 recorded result rows -> */cassettes/reference/results.jsonl"])
+    files = sorted(p.name for p in cassette_dir(project).iterdir())
+    assert files == ["results.jsonl"] + [f"user7-SD-Alarm-task-{n}.json.xz" for n in range(1, 5)]
+    assert len(fake.requests) == 4 * 12
+
+    first = run(project, DEAD, *ALARM)  # the model server is gone
+    first.assert_outcomes(passed=4, deselected=1)
+    first.stdout.fnmatch_lines(["personalens: replaying 4 of 4 selected scenarios offline from */cassettes/reference; each must reproduce its recorded result (cassettes/reference/results.jsonl)"])
+    rows_first = last_rows(project)
+    second = run(project, DEAD, *ALARM)
+    second.assert_outcomes(passed=4, deselected=1)
+    rows_second = last_rows(project)
+    assert [json.dumps(without_timings(r)) for r in rows_first] == [json.dumps(without_timings(r)) for r in rows_second]
+    recorded = {json.loads(line)["scenario_id"]: json.loads(line) for line in (cassette_dir(project) / "results.jsonl").open()}
+    for row in rows_first:
+        assert row["scores"] == recorded[row["scenario_id"]]["scores"] == fake.script.scores
+        assert row["transcript"] == recorded[row["scenario_id"]]["transcript"]
+        assert row["cassette"] == f"cassettes/reference/{row['scenario_id']}.json.xz"
+
+
+def test_the_header_counts_what_replays_and_how_to_record_the_rest(project):
+    with FakeLLM() as fake:
+        run(project, fake.url, *ALARM, "-k", "task-1 or task-2", "--record-mode", "once").assert_outcomes(passed=2, deselected=3)
+    result = run(project, DEAD, "--profiles", "7")
+    result.stdout.fnmatch_lines([
+        "personalens: replaying 2 of 64 selected scenarios offline from */cassettes/reference; "
+        "record the other 62 with --record-mode once (live models); each must reproduce its recorded result *",
+    ])
+    result.assert_outcomes(passed=2, deselected=1)
+
+
+def test_nothing_to_replay_is_an_error_not_a_green_run(project):
+    result = run(project, DEAD, *ALARM)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: nothing to replay offline: none of the 4 selected scenarios has a cassette in */cassettes/reference; "
+        "record them with --record-mode once (live models), or choose another --cassette-dir or --assistant",
+    ])
+
+
+def test_once_records_only_the_missing_cassettes(project):
+    with FakeLLM() as fake:
+        run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+        before = len(fake.requests)
+        run(project, fake.url, *ALARM, "--record-mode", "once").assert_outcomes(passed=4, deselected=1)
+    assert len(fake.requests) - before == 3 * 12  # task-1 replayed, the other three recorded
+
+
+def test_a_changed_request_is_one_clear_miss_never_a_stale_answer(project):
+    with FakeLLM() as fake:
+        run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+    # the reference assistant now sees the interaction summaries: its prompt differs from the recording
+    result = run(project, DEAD, *ALARM, "--assistant-context", "interactions")
+    result.assert_outcomes(errors=1, deselected=1)
+    result.stdout.fnmatch_lines([
+        "*the dialogue failed (ReplayMissError): user7-SD-Alarm-task-1: assistant (reply, turn 1): no recorded request "
+        "matches it (prompts, model settings or the assistant's replies differ from the recording) in "
+        "*cassettes/reference/user7-SD-Alarm-task-1.json.xz (the recorded request of this call differs at character *: "
+        "recorded *, now *). Re-record it: "
+        "pytest 'test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' --assistant reference --record-mode all",
+    ])
+    assert "Traceback" not in result.stdout.str() and "CannotOverwrite" not in result.stdout.str()
+    (row,) = last_rows(project)
+    assert row["status"] == "error" and row["error"]["kind"] == "ReplayMissError"
+
+
+def test_a_replay_that_scores_differently_from_its_recording_fails(project):
+    with FakeLLM() as fake:
+        run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once")
+    results = cassette_dir(project) / "results.jsonl"
+    row = json.loads(results.read_text())
+    row["scores"]["personalization"] = 2
+    results.write_text(json.dumps(row) + "\n")
+    result = run(project, DEAD, *ALARM)
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines([
+        "user7-SD-Alarm-task-1 did not reproduce its recorded result:",
+        "  - scores.personalization: recorded 2, replayed 3",
+    ])
+
+
+def test_a_failed_scenario_keeps_no_half_recorded_cassette(project):
+    with FakeLLM(Script(judge_text="no idea")) as fake:
+        result = run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once")
+    result.assert_outcomes(errors=1, deselected=4)
+    assert not cassette_dir(project).exists() or not list(cassette_dir(project).glob("*.json.xz"))
+
+
+def test_rejudge_scores_recorded_dialogues_with_another_judge(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url, *ALARM, "--record-mode", "once").assert_outcomes(passed=4, deselected=1)
+    recorded = {json.loads(line)["scenario_id"]: json.loads(line) for line in (cassette_dir(project) / "results.jsonl").open()}
+    stricter = Script(terminate_after=1)
+    stricter.scores = {**stricter.scores, "personalization": 4, "naturalness_assistant": 3}
+    with FakeLLM(stricter) as judge:
+        result = run(project, judge.url, *ALARM, "--rejudge", "--record-mode", "once", "--judge-model", "openai:new-judge")
+    result.assert_outcomes(passed=4, deselected=1)
+    result.stdout.fnmatch_lines(["personalens: re-judging 4 of 4 selected scenarios recorded in *; judge live (openai:new-judge)*"])
+    assert len(judge.requests) == 4 * 6 and all("response_format" in body for body in judge.requests)
+    rows = last_rows(project)
+    for row in rows:
+        assert row["scores"]["personalization"] == 4 and row["judge_model"] == "openai:new-judge"
+        assert row["transcript"] == recorded[row["scenario_id"]]["transcript"]
+    judged = sorted(p.relative_to(cassette_dir(project)).as_posix() for p in cassette_dir(project).glob("rejudged/*/*"))
+    assert len(judged) == 4 and all(p.startswith("rejudged/openai-new-judge-") for p in judged)
+    # the re-judging replays offline too, from its own cassettes
+    again = run(project, DEAD, *ALARM, "--rejudge", "--judge-model", "openai:new-judge")
+    again.assert_outcomes(passed=4, deselected=1)
+    assert [r["scores"] for r in last_rows(project)] == [r["scores"] for r in rows]
+
+
+BOT = '''
+import os, pathlib
+
+def reply(request):
+    with open("bot-calls.txt", "a") as log:
+        log.write(request["scenario_id"] + "\\n")
+    return os.environ.get("BOT_TEXT", "Your usual alarm is set.")
+'''
+
+
+def test_a_bot_is_live_in_a_replay_and_a_changed_bot_is_a_miss(project):
+    project.makepyfile(mybot=BOT)
+    project.makefile(".toml", personalens='[assistants.my-bot]\nkind = "python"\ncallable = "mybot:reply"\npath = ["."]\n')
+    args = [*ALARM, "-k", "task-1", "--assistant", "my-bot"]
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        run(project, fake.url, *args, "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+    calls = project.path / "bot-calls.txt"
+    assert len(calls.read_text().splitlines()) == 3
+    stored = json.loads(lzma.decompress((cassette_dir(project, "my-bot") / "user7-SD-Alarm-task-1.json.xz").read_bytes()))
+    turns = [i for i in stored["interactions"] if i["request"]["uri"] == "http://assistant.personalens/reply"]
+    assert len(turns) == 3 and json.loads(turns[0]["response"]["body"]["string"])["reply"] == "Your usual alarm is set."
+
+    same = run(project, DEAD, *args)  # the unchanged bot, live; the models replay
+    same.assert_outcomes(passed=1, deselected=1)
+    assert len(calls.read_text().splitlines()) == 6
+    project._monkeypatch.setenv("BOT_TEXT", "Something else entirely.")  # noqa: SLF001
+    changed = run(project, DEAD, *args)
+    changed.assert_outcomes(errors=1, deselected=1)
+    changed.stdout.fnmatch_lines(["*ReplayMissError): user7-SD-Alarm-task-1: user agent (reply, turn 1): no recorded request "
+                                  "matches it (prompts, model settings or the assistant's replies differ*"])
+    # re-judging replays the bot's recorded turns: it is not called
+    before = len(calls.read_text().splitlines())
+    with FakeLLM() as judge:
+        run(project, judge.url, *args, "--rejudge", "--record-mode", "once").assert_outcomes(passed=1, deselected=1)
+    assert len(calls.read_text().splitlines()) == before and len(judge.requests) == 6
+
+
+def test_xdist_record_and_replay_lose_nothing(project):
+    args = ["--profiles", "7,53", "--domains", "Alarm,Books,Buses,Calendar", "--max-turns", "1"]
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        recording = run(project, fake.url, *args, "--record-mode", "once", "-n", "16", subprocess=True)
+    outcomes = recording.parseoutcomes()
+    total = outcomes.get("passed", 0)
+    assert total >= 16 and set(outcomes) <= {"passed", "deselected", "warnings"}, recording.stdout.str()[-2000:]
+    cassettes = list(cassette_dir(project).glob("*.json.xz"))
+    assert len(cassettes) == total
+    assert not [p for p in cassette_dir(project).iterdir() if p.name.startswith(".")]  # no temporary files left
+    recorded = (cassette_dir(project) / "results.jsonl").read_text().splitlines()
+    assert len(recorded) == total
+    replay = run(project, DEAD, *args, "-n", "16", subprocess=True)
+    assert replay.parseoutcomes().get("passed") == total, replay.stdout.str()[-2000:]
+    assert sorted(r["scenario_id"] for r in last_rows(project)) == sorted(json.loads(r)["scenario_id"] for r in recorded)
+
+
+def test_bedrock_replays_with_no_aws_credentials_and_no_secret_is_stored(project, monkeypatch, tmp_path):
+    planted = {
+        "AWS_ACCESS_KEY_ID": "AKIAPLANTEDKEY000001", "AWS_SECRET_ACCESS_KEY": "planted-aws-secret-key-value",
+        "AWS_SESSION_TOKEN": "planted-aws-session-token-value", "OPENAI_API_KEY": "sk-planted-openai-key-0001",
+        "TEAM_GATEWAY_TOKEN": "planted-gateway-token-0001",
+    }
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # the bot repeats a secret (it reaches later prompts and the stored answers)
+    with FakeLLM(Script(terminate_after=1, assistant_text="Done. (debug: planted-gateway-token-0001)")) as fake:
+        project.makefile(".toml", personalens=f'''
+[models.gateway]
+kind = "openai"
+model = "gw-user"
+base_url = "{fake.url}"
+headers = {{ "X-Api-Key" = "${{TEAM_GATEWAY_TOKEN}}" }}
+
+[models.claude]
+kind = "bedrock"
+model = "anthropic.claude-3-haiku-20240307-v1:0"
+endpoint_url = "{fake.url.removesuffix('/v1')}"
+''')
+        args = [*ALARM, "-k", "task-1", "--user-model", "gateway", "--judge-model", "claude"]
+        run(project, fake.url, *args, "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+    assert any("planted-gateway-token-0001" in str(h) for h in fake.headers)  # it was really sent
+    stored = b"".join(lzma.decompress(p.read_bytes()) for p in cassette_dir(project).glob("*.json.xz"))
+    for name, value in planted.items():
+        assert value.encode() not in stored, name
+    assert b"<TEAM_GATEWAY_TOKEN>" in stored
+    assert b"http://local/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse" in stored
+
+    for name in (*planted, "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name)
+    result = run(project, DEAD, *args)  # no credentials, no region, no server
+    result.assert_outcomes(passed=1, deselected=1)

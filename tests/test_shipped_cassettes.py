@@ -1,0 +1,56 @@
+"""The shipped recording (cassettes/reference/, recorded live on the embedded model) replays
+offline with ``pytest suites/`` - the README's no-flag command - and reproduces every
+recorded result, twice, byte for byte apart from timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "cassettes" / "reference"
+TIMINGS = ("run_id", "started_at", "finished_at", "seconds", "transcript_path")
+
+
+def replay(results_dir: Path) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "--results-dir", str(results_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    (results,) = results_dir.glob("*/results.jsonl")
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    return done, rows
+
+
+def comparable(row: dict) -> str:
+    row = {k: v for k, v in row.items() if k not in TIMINGS}
+    row["calls"] = [{k: v for k, v in call.items() if k != "seconds"} for call in row["calls"]]
+    return json.dumps(row, sort_keys=True)
+
+
+def test_the_shipped_cassettes_replay_offline_and_reproduce_their_recording(tmp_path):
+    cassettes = sorted(p.name.removesuffix(".json.xz") for p in SHIPPED.glob("*.json.xz"))
+    recorded = {json.loads(line)["scenario_id"]: json.loads(line) for line in (SHIPPED / "results.jsonl").open()}
+    smoke = [line.split("[")[1].rstrip("]") for line in (SHIPPED / "smoke-set.txt").read_text().split()]
+    assert sorted(smoke) == cassettes == sorted(recorded)
+    assert len({c.split("-SD-")[1].split("-task")[0] for c in cassettes if "-SD-" in c}) == 20
+    assert sum("-MD-" in c for c in cassettes) == 5
+
+    first, rows = replay(tmp_path / "first")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert f"personalens: replaying {len(cassettes)} of 4096 selected scenarios offline" in first.stdout
+    assert f"record the other {4096 - len(cassettes)} with --record-mode once" in first.stdout
+    assert f"{len(cassettes)} passed" in first.stdout
+    assert "embedded-server" not in " ".join(p.name for p in (tmp_path / "first").glob("*/*"))  # nothing started
+    for row in rows:
+        before = recorded[row["scenario_id"]]
+        assert row["status"] == "passed"
+        assert (row["scores"], row["turns"], row["termination"]) == (before["scores"], before["turns"], before["termination"])
+        assert row["transcript"] == before["transcript"]
+
+    second, again = replay(tmp_path / "second")
+    assert second.returncode == 0
+    assert [comparable(r) for r in sorted(rows, key=lambda r: r["scenario_id"])] == \
+        [comparable(r) for r in sorted(again, key=lambda r: r["scenario_id"])]
