@@ -3,6 +3,9 @@
     personalens data stats [--personalens-data DIR] [--sample 50]   scenario counts by kind and domain
     personalens data check [--personalens-data DIR]                 validate every data file
     personalens serve-model [--port N] [--model FILE.gguf]           run the embedded server in the foreground
+    personalens report RESULTS [--html P] [--json P] [--junit P]    summary and report files from a run's rows
+    personalens compare BASE CANDIDATE [--margin X]                 paired comparison; exit 1 on a significant drop
+    personalens agreement A B                                       two judges (or a judge and human labels)
 
 Running the benchmark itself is ``pytest suites/`` (see README).
 """
@@ -80,6 +83,52 @@ def _serve(args: argparse.Namespace) -> int:
             server.stop()
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .gating.thresholds import default_thresholds_path, load_thresholds
+    from .report.compare import load_rows
+    from .report.outputs import write_report_files
+    from .report.summary import build_report, failed_gates, format_summary
+
+    rows = load_rows(Path(args.results))
+    thresholds_path = args.thresholds or ("thresholds.yaml" if Path("thresholds.yaml").is_file() else default_thresholds_path())
+    report = build_report(rows, load_thresholds(thresholds_path), run={"source": str(args.results)})
+    for line in format_summary(report):
+        print(line)
+    written = write_report_files(
+        report, json_path=Path(args.json) if args.json else None, junit_path=Path(args.junit) if args.junit else None,
+        html_path=Path(args.html) if args.html else None,
+    )
+    for kind, path in written.items():
+        print(f"{kind} report -> {path}")
+    return 1 if failed_gates(report) else 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .report.compare import compare_rows, format_comparison, load_rows
+
+    result = compare_rows(load_rows(Path(args.base), what="base"), load_rows(Path(args.candidate), what="candidate"),
+                          margin=args.margin, confidence=args.confidence, gate_domains=args.per_domain)
+    for line in format_comparison(result):
+        print(line)
+    if result["shared_scenarios"] == 0:
+        print("personalens: error: the two runs share no scored scenario", file=sys.stderr)
+        return 2
+    return 1 if result["failed"] else 0
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    from .report.agreement import agreement, format_agreement
+    from .report.compare import load_rows
+
+    result = agreement(load_rows(Path(args.a), what="A"), load_rows(Path(args.b), what="B"))
+    for line in format_agreement(result):
+        print(line)
+    if result["shared"] == 0:
+        print("personalens: error: the two files share no scored dialogue", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="personalens", description="PersonaLens testkit tools; run the benchmark with pytest suites/.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +144,27 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", default=None, metavar="FILE.gguf", help="a GGUF file (default: the bundled SmolLM2-135M)")
     serve.add_argument("--n-ctx", type=int, default=LocalServerSettings().n_ctx)
     serve.set_defaults(func=_serve)
+
+    report = sub.add_parser("report", help="summary and report files from a run's results.jsonl or report.json")
+    report.add_argument("results", metavar="RESULTS")
+    report.add_argument("--html", metavar="PATH", help="write the self-contained HTML report here")
+    report.add_argument("--json", metavar="PATH", help="write the report JSON here")
+    report.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
+    report.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
+    report.set_defaults(func=_report)
+
+    compare = sub.add_parser("compare", help="paired comparison of two runs on their shared scenarios")
+    compare.add_argument("base", metavar="BASE")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument("--margin", type=float, default=0.0, help="tolerated drop: fail only if the CI lies below -X")
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument("--per-domain", action="store_true", help="a significant drop in any one domain also fails")
+    compare.set_defaults(func=_compare)
+
+    agree = sub.add_parser("agreement", help="agreement of two judges (or a judge and human labels) on the same dialogues")
+    agree.add_argument("a", metavar="A")
+    agree.add_argument("b", metavar="B")
+    agree.set_defaults(func=_agreement)
     return parser
 
 

@@ -159,6 +159,17 @@ class RunSettings:
     record_mode: str = "none"
     #: replay the dialogues, judge them again
     rejudge: bool = False
+    #: tries per scenario (each with its own cassette)
+    repeat: int = 1
+    turn_level: bool = False
+    leak_check: bool = False
+    #: report files (None: the run folder's report.json / junit.xml / report.html)
+    json_report: Optional[Path] = None
+    junit_report: Optional[Path] = None
+    html_report: Optional[Path] = None
+    #: a previous run's report or results to compare with, and the drop it tolerates
+    baseline: Optional[Path] = None
+    baseline_margin: float = 0.0
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -238,6 +249,19 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     cassettes = options.get("cassette_dir")
     cassette_dir = Path(cassettes).expanduser() if cassettes is not None else rootdir / (config.cassette_dir or DEFAULT_CASSETTE_DIR)
     record_mode = check_record_mode(_first(options.get("record_mode"), config.record_mode, "none"))
+    repeat = options.get("repeat") or 1
+    if repeat < 1:
+        raise UsageError(f"--repeat: must be at least 1 (got {repeat})")
+    margin = options.get("baseline_margin") or 0.0
+    if margin < 0:
+        raise UsageError(f"--baseline-margin: must be 0 or more (got {margin})")
+    baseline = options.get("baseline")
+    if baseline is not None and not Path(baseline).expanduser().is_file():
+        raise UsageError(f"--baseline: {baseline}: no such file (a report.json or results.jsonl of an earlier run)")
+
+    def path_option(name: str) -> Path | None:
+        value = options.get(name)
+        return None if value is None else Path(value).expanduser()
 
     local_defaults = LocalServerSettings()
     local = LocalServerSettings(
@@ -253,6 +277,9 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         user_model=specs["user_model"], judge_model=specs["judge_model"],
         thresholds_path=thresholds_path, results_dir=results_dir, local=local,
         cassette_dir=cassette_dir, record_mode=record_mode, rejudge=bool(options.get("rejudge")),
+        repeat=repeat, turn_level=bool(options.get("turn_level")), leak_check=bool(options.get("leak_check")),
+        json_report=path_option("json_report"), junit_report=path_option("junit_report"),
+        html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

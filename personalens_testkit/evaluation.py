@@ -50,6 +50,12 @@ class Evaluation:
     max_turns: int
     dialogue: Dialogue = field(default_factory=Dialogue)
     verdict: Verdict | None = None
+    #: personalization judged after each assistant turn (``--turn-level``)
+    turn_personalization: list[int] | None = None
+    #: whether the opening query stated preferences it should leave implicit (``--leak-check``)
+    preference_leak: dict[str, object] | None = None
+    #: which try of the scenario this is (``--repeat``)
+    repeat: int = 1
     error: ErrorInfo | None = None
     started_at: str = ""
     finished_at: str = ""
@@ -100,13 +106,17 @@ class Evaluator:
     judge: Judge
     #: overrides the benchmark's 20 (single-domain) / 30 (multi-domain) turn limit
     max_turns: int | None = None
+    #: also judge personalization after every assistant turn
+    turn_level: bool = False
+    #: also judge whether the opening query leaks the user's preferences
+    leak_check: bool = False
 
-    def evaluate(self, scenario: Scenario, tape: Tape | None = None) -> Evaluation:
+    def evaluate(self, scenario: Scenario, tape: Tape | None = None, *, repeat: int = 1) -> Evaluation:
         """Run and judge one scenario; with a ``tape``, its calls are recorded or replayed there.
 
         A scenario that ends in an error keeps no new recording (it would replay as a miss).
         """
-        evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns))
+        evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns), repeat=repeat)
         evaluation.started_at = _now()
         started = time.perf_counter()
         phase = "loading the scenario's data"
@@ -121,7 +131,13 @@ class Evaluator:
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
                 with tape.phase("judging"):
-                    evaluation.verdict = self.judge.judge(ctx, evaluation.dialogue.messages, evaluation.dialogue.log)
+                    messages, log = evaluation.dialogue.messages, evaluation.dialogue.log
+                    evaluation.verdict = self.judge.judge(ctx, messages, log)
+                    if self.turn_level:
+                        evaluation.turn_personalization = self.judge.turn_level(ctx, messages, log)
+                    if self.leak_check:
+                        leak = self.judge.preference_leak(ctx, messages, log)
+                        evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
         except PersonalensError as exc:
             tape.discard()
             evaluation.error = ErrorInfo.of(exc, phase)

@@ -14,11 +14,13 @@ from typing import Any, Generator
 import pytest
 
 from .config import check_selection, resolve_settings
-from .data.models import Scenario, TaskKind
+from .data.models import Scenario, TaskKind, case_id
 from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .files import write_atomically
+from .report.compare import format_comparison
+from .report.summary import failed_gates, format_summary
 from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript
 from .session import RunState, new_run_id
 
@@ -58,12 +60,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--cassette-dir", default=None, metavar="DIR", help="where cassettes are kept (default: ./cassettes)")
     add("--rejudge", action="store_true", default=None,
         help="replay the recorded dialogues and judge them again (judge live, or from its own cassettes)")
+    add("--repeat", type=int, default=None, metavar="K",
+        help="run each scenario K times (own cassettes; reports pass^k and each score's spread)")
+    add("--turn-level", action="store_true", default=None,
+        help="also judge personalization after every assistant turn (the paper's turn-level curve; one judge call per turn)")
+    add("--leak-check", action="store_true", default=None,
+        help="also judge whether the user agent's opening states preferences it should leave implicit")
+    add("--json-report", default=None, metavar="PATH", help="the run report as JSON (default: <run folder>/report.json)")
+    add("--junit-report", default=None, metavar="PATH", help="JUnit XML with scores as properties (default: <run folder>/junit.xml)")
+    add("--html-report", default=None, metavar="PATH", help="the self-contained HTML report (default: <run folder>/report.html)")
+    add("--baseline", default=None, metavar="REPORT",
+        help="an earlier run's report.json or results.jsonl: fail if a score drops significantly on the shared scenarios")
+    add("--baseline-margin", type=float, default=None, metavar="X",
+        help="the drop --baseline tolerates: fail only if the whole CI of the difference is below -X (default 0)")
 
 
 _OPTION_NAMES = (
     "personalens_data", "sample", "profiles", "domains", "task_kind", "max_turns", "assistant", "assistant_model",
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
-    "record_mode", "cassette_dir", "rejudge",
+    "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
+    "html_report", "baseline", "baseline_margin",
 )
 
 
@@ -147,11 +163,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kind = TaskKind(marker.kwargs.get("task_kind", marker.args[0] if marker.args else "sd"))
     state = metafunc.config.stash[STATE]
     try:
-        scenarios = state.scenarios(kind)
+        cases = state.cases(kind)
         state.thresholds  # noqa: B018 - a broken thresholds file stops the run before any case
     except PersonalensError as exc:
         pytest.fail(str(exc), pytrace=False)
-    metafunc.parametrize("scenario", scenarios, ids=[s.scenario_id for s in scenarios])
+    if state.settings.repeat == 1:
+        metafunc.parametrize("scenario", [s for s, _ in cases], ids=[s.scenario_id for s, _ in cases])
+    else:
+        metafunc.parametrize(("scenario", "personalens_repeat"), cases,
+                             ids=[case_id(s.scenario_id, r) for s, r in cases])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -183,11 +203,19 @@ def score_floors(personalens_run: RunState) -> ScenarioFloors:
 
 
 @pytest.fixture
-def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_run: RunState) -> Evaluation:
+def personalens_repeat() -> int:
+    """Which try of its scenario a case is (parametrized by ``--repeat K``; 1 otherwise)."""
+    return 1
+
+
+@pytest.fixture
+def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_repeat: int,
+                    personalens_run: RunState) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
-    evaluation = personalens_run.evaluate(scenario, rerecord=personalens_run.rerecord_command(request.node.nodeid))
+    evaluation = personalens_run.evaluate(scenario, rerecord=personalens_run.rerecord_command(request.node.nodeid),
+                                          repeat=personalens_repeat)
     request.node.stash[EVALUATION] = evaluation
-    path = personalens_run.transcript_path(scenario)
+    path = personalens_run.transcript_path(scenario, personalens_repeat)
     write_atomically(path, format_transcript(evaluation))
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
@@ -208,7 +236,7 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: RunState) -> Any
             return
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         if found:
-            path = personalens_run.transcript_path(evaluation.scenario)
+            path = personalens_run.transcript_path(evaluation.scenario, evaluation.repeat)
             pytest.fail(describe_shortfalls(evaluation, found, path), pytrace=False)
 
     return check
@@ -227,8 +255,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if evaluation.verdict is not None:
             found = shortfalls(state.thresholds.scenario, evaluation.verdict.scores.model_dump())
         row = build_row(state.run_info(), evaluation, status=status, found=found,
-                        transcript_path=state.shown(state.transcript_path(evaluation.scenario)),
-                        cassette=state.cassette_of(evaluation.scenario))
+                        transcript_path=state.shown(state.transcript_path(evaluation.scenario, evaluation.repeat)),
+                        cassette=state.cassette_of(evaluation.scenario, evaluation.repeat))
         report.personalens_row = row.model_dump(mode="json")
     return report
 
@@ -236,21 +264,54 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 class ControllerHooks:
     """Hooks of the controlling process only: it alone writes the results file."""
 
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = getattr(report, "personalens_row", None)
         if row is not None and self.state.writer is not None:
             self.state.writer.write(row)
 
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.report: dict[str, Any] | None = None
+        self.written: dict[str, Any] = {}
+        self.failures: list[str] = []
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Aggregate every worker's rows once: report files, gates, baseline; a failed gate fails the run."""
         self.state.keep_recorded_results()
+        try:
+            done = self.state.final_report()
+        except PersonalensError as exc:
+            self.failures = [str(exc)]
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        if done is None:
+            return
+        self.report, self.written = done
+        if self.report["gates_enforced"]:
+            self.failures += failed_gates(self.report)
+        comparison = self.report.get("comparison")
+        if comparison and comparison["failed"]:
+            self.failures.append("baseline: a score dropped significantly beyond the margin (see the comparison above)")
+        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        if self.report is not None:
+            terminalreporter.section("personalens")
+            for line in format_summary(self.report):
+                write(line)
+            if self.report.get("comparison"):
+                write("")
+                for line in format_comparison(self.report["comparison"]):
+                    write(line)
+        for failure in self.failures:
+            write(f"personalens: FAILED {failure}", red=True, bold=True)
         writer = self.state.writer
         if writer is not None and writer.count:
-            terminalreporter.write_line(f"personalens: {writer.count} result rows -> {writer.path}")
+            write(f"personalens: {writer.count} result rows -> {writer.path}")
+        for kind, path in self.written.items():
+            write(f"personalens: {kind} report -> {path}")
         if self.state.recorded_written:
             terminalreporter.write_line(
                 f"personalens: {self.state.recorded_written} recorded result rows -> {self.state.recorded_path}")

@@ -24,7 +24,7 @@ from .assistants.entries import ReferenceEntry
 from .assistants.registry import BuildContext, build_assistant
 from .config import RunSettings
 from .data.loader import Dataset, open_dataset
-from .data.models import Scenario, TaskKind
+from .data.models import Scenario, TaskKind, case_id
 from .data.selection import select_scenarios
 from .errors import ModelServerError, PersonalensError, UsageError
 from .evaluation import Evaluation, Evaluator
@@ -35,7 +35,10 @@ from .llm.entries import BedrockModel
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from .replay.recorded import differences, load_recorded, merge_recorded, recorded_results_path
 from .replay.tape import Tapes, TapeSettings, TapedAssistant
+from .report.compare import compare_rows, load_rows
+from .report.outputs import write_report_files
 from .report.results import read_rows
+from .report.summary import build_report
 from .report.results import ResultsWriter, RunInfo
 
 #: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
@@ -74,14 +77,19 @@ class RunState:
         return select_scenarios(self.dataset, self.settings.selection)
 
     @cached_property
-    def _runnable(self) -> list[Scenario]:
-        """The selected scenarios this run can execute: all of them, or, when only replaying, those with a cassette."""
-        if not self.replays_only:
-            return self._selected
-        return [s for s in self._selected if self.tapes.has_cassette(s.scenario_id)]
+    def _all_cases(self) -> list[tuple[Scenario, int]]:
+        """(scenario, try) of every selected scenario and every ``--repeat`` try."""
+        return [(s, r) for s in self._selected for r in range(1, self.settings.repeat + 1)]
 
-    def scenarios(self, kind: TaskKind) -> list[Scenario]:
-        return [s for s in self._runnable if s.kind is kind]
+    @cached_property
+    def _runnable(self) -> list[tuple[Scenario, int]]:
+        """The cases this run can execute: all of them, or, when only replaying, those with a cassette."""
+        if not self.replays_only:
+            return self._all_cases
+        return [(s, r) for s, r in self._all_cases if self.tapes.has_cassette(case_id(s.scenario_id, r))]
+
+    def cases(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
+        return [(s, r) for s, r in self._runnable if s.kind is kind]
 
     # -- cassettes ----------------------------------------------------------------------
     @cached_property
@@ -110,7 +118,7 @@ class RunState:
             return frozenset()
         if s.rejudge:
             return frozenset({"judge"})
-        if s.record_mode == "once" and all(self.tapes.has_cassette(sc.scenario_id) for sc in self._selected):
+        if s.record_mode == "once" and all(self.tapes.has_cassette(case_id(sc.scenario_id, r)) for sc, r in self._all_cases):
             return frozenset()
         return frozenset({"user_agent", "assistant", "judge"})
 
@@ -118,28 +126,29 @@ class RunState:
         """One line for the run header: what replays, what records, and how to record the rest."""
         s = self.settings
         folder = self.tapes.path("x").parent
-        selected = len(self._selected)
+        selected = len(self._all_cases)
         recorded = len(self._runnable) if self.replays_only else sum(
-            self.tapes.has_cassette(sc.scenario_id) for sc in self._selected)
+            self.tapes.has_cassette(case_id(sc.scenario_id, r)) for sc, r in self._all_cases)
+        what = "scenarios" if s.repeat == 1 else f"cases ({s.repeat} tries of each scenario)"
         if s.rejudge:
             judge = "from its cassettes" if s.record_mode == "none" else f"live ({s.judge_model}), record mode {s.record_mode}"
-            return f"re-judging {recorded} of {selected} selected scenarios recorded in {folder}; judge {judge}"
+            return f"re-judging {recorded} of {selected} selected {what} recorded in {folder}; judge {judge}"
         if s.record_mode == "none":
             rest = selected - recorded
-            line = f"replaying {recorded} of {selected} selected scenarios offline from {folder}"
+            line = f"replaying {recorded} of {selected} selected {what} offline from {folder}"
             if rest:
                 line += f"; record the other {rest} with --record-mode once (live models)"
             if self.checks_reproduction and self._recorded:
                 line += f"; each must reproduce its recorded result ({self.shown(self.recorded_path)})"
             return line
-        return f"record mode {s.record_mode}: {recorded} of {selected} selected scenarios have a cassette in {folder}"
+        return f"record mode {s.record_mode}: {recorded} of {selected} selected {what} have a cassette in {folder}"
 
     def check_runnable(self) -> None:
         """A run that can execute nothing is an error, never a green run of zero cases."""
         if self.replays_only and self._selected and not self._runnable:
             what = "re-judge" if self.settings.rejudge else "replay offline"
             raise UsageError(
-                f"nothing to {what}: none of the {len(self._selected)} selected scenarios has a cassette in "
+                f"nothing to {what}: none of the {len(self._all_cases)} selected scenarios has a cassette in "
                 f"{self.tapes.path('x').parent}; record them with --record-mode once (live models), "
                 "or choose another --cassette-dir or --assistant"
             )
@@ -265,10 +274,10 @@ class RunState:
             user_agent=UserAgent(self._model(s.user_model, "user_agent")),
             assistant=self._assistant(),
             judge=Judge(self._model(s.judge_model, "judge")),
-            max_turns=s.max_turns,
+            max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
         )
 
-    def evaluate(self, scenario: Scenario, rerecord: str = "") -> Evaluation:
+    def evaluate(self, scenario: Scenario, rerecord: str = "", repeat: int = 1) -> Evaluation:
         """Evaluate one scenario; with embedded models, one scenario at a time across all xdist workers.
 
         A llama.cpp server of llama-cpp-python serves one request at a time and keeps one
@@ -281,14 +290,14 @@ class RunState:
             evaluator = self.evaluator
         except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
-        tape = self.tapes.scenario(scenario.scenario_id, rerecord or self._rerecord_hint(scenario))
+        tape = self.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
         if not self.uses_embedded_models:
-            return evaluator.evaluate(scenario, tape)
+            return evaluator.evaluate(scenario, tape, repeat=repeat)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                return evaluator.evaluate(scenario, tape)
+                return evaluator.evaluate(scenario, tape, repeat=repeat)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -318,7 +327,8 @@ class RunState:
 
     def replay_differences(self, evaluation: Evaluation) -> list[str] | None:
         """In a whole-run replay with a recorded row: what differs from it (``[]``: reproduced); else None."""
-        recorded = self._recorded.get(evaluation.scenario.scenario_id) if self.checks_reproduction else None
+        key = case_id(evaluation.scenario.scenario_id, evaluation.repeat)
+        recorded = self._recorded.get(key) if self.checks_reproduction else None
         if recorded is None or evaluation.verdict is None:
             return None
         dialogue = evaluation.dialogue
@@ -329,6 +339,39 @@ class RunState:
         return differences(recorded, now)
 
     recorded_written = 0
+
+    # -- the end of the run ---------------------------------------------------------------
+    def settings_snapshot(self) -> dict[str, Any]:
+        s = self.settings
+        sel = s.selection
+        return {
+            "data": str(s.data_path) if s.data_path else "bundled 50-profile sample",
+            "sample": sel.sample, "profiles": list(sel.profiles) if sel.profiles else None,
+            "domains": list(sel.domains) if sel.domains else None, "task_kind": sel.task_kind,
+            "max_turns": s.max_turns, "record_mode": s.record_mode, "rejudge": s.rejudge, "repeat": s.repeat,
+            "turn_level": s.turn_level, "leak_check": s.leak_check, "thresholds": str(s.thresholds_path),
+            "cassette_dir": self.shown(s.cassette_dir), "baseline": str(s.baseline) if s.baseline else None,
+            "baseline_margin": s.baseline_margin,
+        }
+
+    def final_report(self) -> tuple[dict[str, Any], dict[str, Path]] | None:
+        """Controller, at the end: the run report over every worker's rows, and the files written from it."""
+        if self.writer is None or not self.writer.path.is_file():
+            return None
+        self.writer.close()
+        rows = read_rows(self.writer.path)
+        comparison = None
+        if self.settings.baseline is not None:
+            comparison = compare_rows(load_rows(self.settings.baseline, what="--baseline"), rows,
+                                      margin=self.settings.baseline_margin, confidence=self.thresholds.aggregate.confidence)
+        report = build_report(rows, self.thresholds, run=self.run_info().model_dump(), settings=self.settings_snapshot(),
+                              gates_enforced=not self.checks_reproduction, comparison=comparison)
+        s = self.settings
+        written = write_report_files(
+            report, json_path=s.json_report or self.run_dir / "report.json",
+            junit_path=s.junit_report or self.run_dir / "junit.xml", html_path=s.html_report or self.run_dir / "report.html",
+        )
+        return report, written
 
     def keep_recorded_results(self) -> None:
         """Controller, at the end of a recording run: its scored rows join the recorded results."""
@@ -359,8 +402,8 @@ class RunState:
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""),
         )
 
-    def cassette_of(self, scenario: Scenario) -> str:
-        return self.shown(self.tapes.path(scenario.scenario_id))
+    def cassette_of(self, scenario: Scenario, repeat: int = 1) -> str:
+        return self.shown(self.tapes.path(case_id(scenario.scenario_id, repeat)))
 
     def shown(self, path: Path) -> str:
         """A path as rows show it: relative to the project root when inside it."""
@@ -368,8 +411,8 @@ class RunState:
             return str(path.relative_to(self.settings.rootdir))
         return str(path)
 
-    def transcript_path(self, scenario: Scenario) -> Path:
-        return self.run_dir / "transcripts" / f"{scenario.scenario_id}.txt"
+    def transcript_path(self, scenario: Scenario, repeat: int = 1) -> Path:
+        return self.run_dir / "transcripts" / f"{case_id(scenario.scenario_id, repeat)}.txt"
 
     def close(self) -> None:
         for part in self._closing:

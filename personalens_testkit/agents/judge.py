@@ -61,13 +61,14 @@ class Judge:
         rubric = fill("judge_task_completion", goal=ctx.scenario.task.goal)
         return self._ask(messages, TASK_COMPLETION, TaskCompletionAnswer, rubric, log)
 
-    def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> PersonalizationAnswer:
+    def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *,
+                        label: str | None = None, turn: int = 0) -> PersonalizationAnswer:
         rubric = fill(
             "judge_personalization",
             demographics=demographics_block(ctx), preferences=preferences_block(ctx),
             task=ctx.scenario.task.user_intent, interactions=interactions_block(ctx.interactions), situation=situation_block(ctx),
         )
-        return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log)
+        return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log, label=label, turn=turn)
 
     def rating(self, metric: Metric, messages: Sequence[Message], log: CallLog) -> RatingAnswer:
         rubric = fill(_RATING_TEMPLATES[metric.name], side=metric.side.upper())
@@ -85,12 +86,34 @@ class Judge:
         )
         return Verdict(scores=scores, reasons=reasons, observations=pers.observations, suggestions=pers.suggestions)
 
-    def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog) -> A:
+    def turn_level(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> list[int]:
+        """Personalization judged after each assistant reply (the paper's turn-level curve): one call per turn."""
+        scores = []
+        replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        for turn, index in enumerate(replies, start=1):
+            answer = self.personalization(ctx, messages[: index + 1], log, label=f"personalization after turn {turn}", turn=turn)
+            scores.append(answer.score)
+        return scores
+
+    def preference_leak(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
+        """Whether the user agent's opening message states preferences it should leave implicit (verdict true = leaked)."""
+        opening = next((m.content for m in messages if m.role == "user"), "")
+        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), opening=opening)
+        request = ChatRequest(
+            messages=(Message("system", fill("judge_system")), Message("user", prompt)),
+            purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
+            json_schema=SCHEMAS[TaskCompletionAnswer], schema_name="preference_leak",
+        )
+        response = log.chat(self.model, request, role="judge", label="preference leak", turn=0)
+        return parse_answer(response.text, TaskCompletionAnswer, "preference_leak")
+
+    def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog, *,
+             label: str | None = None, turn: int = 0) -> A:
         conversation = fill("judge_conversation", dialogue=dialogue_block(messages))
         request = ChatRequest(
             messages=(Message("system", fill("judge_system")), Message("user", conversation + rubric)),
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
             json_schema=SCHEMAS[answer], schema_name=metric.name,
         )
-        response = log.chat(self.model, request, role="judge", label=metric.name, turn=0)
+        response = log.chat(self.model, request, role="judge", label=label or metric.name, turn=turn)
         return parse_answer(response.text, answer, metric.name)

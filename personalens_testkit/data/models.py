@@ -123,3 +123,8 @@ class Scenario(BaseModel):
 def id_safe(text: str) -> str:
     """Make a task id safe for pytest ids and ``-k``: ``SD-Rental Cars-task-1`` -> ``SD-RentalCars-task-1``."""
     return re.sub(r"[^A-Za-z0-9_.-]", "", text)
+
+
+def case_id(scenario_id: str, repeat: int | None = 1) -> str:
+    """A case's id: the scenario id, with ``-r<N>`` for the N-th try when a run repeats scenarios (N > 1)."""
+    return scenario_id if not repeat or repeat == 1 else f"{scenario_id}-r{repeat}"

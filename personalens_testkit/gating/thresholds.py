@@ -8,6 +8,14 @@
       coherence_assistant: 3    # 1-5, or null
       naturalness_user: null    # the user side rates the simulator, not your assistant
       coherence_user: null
+    aggregate:                  # gates on the whole run, evaluated once at the end over every worker's rows
+      confidence: 0.95          # of the bootstrap intervals
+      resamples: 2000
+      gates:
+        - metric: personalization   # task_completion (a rate, 0-1) or any rated dimension
+          scope: overall            # overall | sd | md | each_domain | domain:<Name>
+          statistic: lower_bound    # mean | lower_bound (the interval's low end)
+          min: 1.8
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..data.models import DOMAINS
 from ..errors import ConfigError, dotted
 from ..scales import METRIC_BY_NAME
 
@@ -36,11 +45,52 @@ class ScenarioFloors(BaseModel):
     coherence_user: Optional[int] = Field(default=None, ge=1, le=5)
 
 
+SCOPES = ("overall", "sd", "md", "each_domain") + tuple(f"domain:{d}" for d in DOMAINS)
+
+
+class Gate(BaseModel):
+    """A gate on an aggregate: the mean, or the lower bound of its confidence interval, must reach ``min``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Literal["task_completion", "personalization", "naturalness_assistant", "coherence_assistant",
+                    "naturalness_user", "coherence_user"]
+    scope: str = "overall"
+    #: the gated statistic ("on" would be read as a boolean by YAML)
+    statistic: Literal["mean", "lower_bound"] = "mean"
+    min: float
+
+    @field_validator("scope")
+    @classmethod
+    def _known_scope(cls, value: str) -> str:
+        if value not in SCOPES:
+            raise ValueError(f"must be overall, sd, md, each_domain or domain:<Name> with a benchmark domain (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _on_the_scale(self) -> Gate:
+        metric = METRIC_BY_NAME[self.metric]
+        low, high = (0.0, 1.0) if metric.kind == "bool" else (float(metric.low), float(metric.high))
+        if not low <= self.min <= high:
+            what = "a rate" if metric.kind == "bool" else f"{metric.title} is rated"
+            raise ValueError(f"min: {what} from {low:g} to {high:g} (got {self.min:g})")
+        return self
+
+
+class AggregateGates(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    resamples: int = Field(default=2000, ge=100, le=100_000)
+    gates: list[Gate] = Field(default_factory=list)
+
+
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     version: Literal[1] = 1
     scenario: ScenarioFloors = Field(default_factory=ScenarioFloors)
+    aggregate: AggregateGates = Field(default_factory=AggregateGates)
 
 
 @dataclass(frozen=True)
@@ -95,6 +145,11 @@ def _explain(exc: ValidationError) -> tuple[str, str]:
     kind = first["type"]
     if kind == "extra_forbidden":
         return key, "unknown key (see the schema at the top of thresholds.yaml)"
+    if key.startswith("aggregate."):
+        message = first["msg"].removeprefix("Value error, ")
+        if message.startswith("min: "):
+            key, message = f"{key}.min", message.removeprefix("min: ")
+        return key, f"{message} (got {value!r})" if "(got" not in message and kind != "value_error" else message
     if key == "version":
         return key, f"must be 1 (got {value!r})"
     metric = METRIC_BY_NAME.get(key.rsplit(".", 1)[-1])

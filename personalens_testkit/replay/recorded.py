@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..data.models import case_id
 from ..files import write_atomically
 from .store import assistant_folder
 
@@ -23,14 +24,14 @@ def recorded_results_path(cassette_dir: Path, assistant: str) -> Path:
 
 
 def load_recorded(path: Path) -> dict[str, dict[str, Any]]:
-    """Recorded rows by scenario id ({} when there is no file)."""
+    """Recorded rows by case id ({} when there is no file)."""
     if not path.is_file():
         return {}
     rows: dict[str, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            rows[row["scenario_id"]] = row
+            rows[case_id(row["scenario_id"], row.get("repeat"))] = row
     return rows
 
 
@@ -39,7 +40,7 @@ def merge_recorded(path: Path, rows: Iterable[dict[str, Any]]) -> int:
     merged = load_recorded(path)
     count = 0
     for row in rows:
-        merged[row["scenario_id"]] = row
+        merged[case_id(row["scenario_id"], row.get("repeat"))] = row
         count += 1
     if count:
         text = "".join(json.dumps(merged[key], ensure_ascii=False) + "\n" for key in sorted(merged))

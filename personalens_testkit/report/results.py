@@ -52,11 +52,14 @@ class ResultRow(BaseModel):
     judge_model: str
     record_mode: Optional[str] = None
     cassette: Optional[str] = None
+    repeat: int = 1
     scores: Optional[Scores]
     reasons: dict[str, str]
     observations: list[str]
     suggestions: list[str]
     shortfalls: list[dict[str, Any]]
+    turn_personalization: Optional[list[int]] = None
+    preference_leak: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]]
     turns: int
     max_turns: int
@@ -84,7 +87,8 @@ def build_row(
         reasons=verdict.reasons if verdict else {},
         observations=verdict.observations if verdict else [],
         suggestions=verdict.suggestions if verdict else [],
-        shortfalls=[s.as_dict() for s in found],
+        shortfalls=[s.as_dict() for s in found], repeat=evaluation.repeat,
+        turn_personalization=evaluation.turn_personalization, preference_leak=evaluation.preference_leak,
         error=None if error is None else {
             "kind": error.kind, "phase": error.phase, "message": error.message, "raw_answer": error.raw_answer,
         },

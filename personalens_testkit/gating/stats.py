@@ -1,0 +1,149 @@
+"""Statistics for gates and reports: means with bootstrap confidence intervals, paired
+differences, and agreement between two raters (Cohen's kappa, quadratic-weighted kappa,
+Krippendorff's alpha for ordinal data).
+
+Every random draw is seeded, so a report is reproducible: the same rows give the same
+intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_SEED = 20250611
+DEFAULT_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its bootstrap confidence interval (``low``/``high`` are None below two values)."""
+
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    confidence: float = 0.95
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def bound(self, on: str) -> float | None:
+        """The value a gate compares: ``mean`` or ``lower_bound`` (the interval's low end)."""
+        return self.mean if on == "mean" else self.low
+
+    def describe(self, digits: int = 2) -> str:
+        if self.mean is None:
+            return "n/a"
+        if self.low is None or self.high is None:
+            return f"{self.mean:.{digits}f}"
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def _values(values: Sequence[float | int | bool]) -> np.ndarray:
+    return np.asarray([float(v) for v in values], dtype=float)
+
+
+def bootstrap_mean(
+    values: Sequence[float | int | bool], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Estimate:
+    """The mean and its percentile-bootstrap interval."""
+    data = _values(values)
+    n = len(data)
+    if n == 0:
+        return Estimate(0, None, None, None, confidence)
+    mean = float(data.mean())
+    if n < 2 or float(data.min()) == float(data.max()):
+        low = high = mean if n >= 2 else None
+        return Estimate(n, mean, low, high, confidence)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return Estimate(n, mean, float(min(low, mean)), float(max(high, mean)), confidence)
+
+
+def paired_difference(
+    base: Sequence[float | int | bool], candidate: Sequence[float | int | bool], *, confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+) -> Estimate:
+    """Mean of (candidate - base) over paired scenarios, with a paired bootstrap interval."""
+    if len(base) != len(candidate):
+        raise ValueError("paired samples must have the same length")
+    return bootstrap_mean(list(_values(candidate) - _values(base)), confidence=confidence, resamples=resamples, seed=seed)
+
+
+def pass_hat_k(successes: Sequence[Sequence[bool]], k: int) -> float | None:
+    """pass^k: the chance that k tries of a scenario all succeed, averaged over scenarios
+    (per scenario C(c, k) / C(n, k) with c successes in n >= k tries)."""
+    rates = []
+    for tries in successes:
+        n, c = len(tries), sum(bool(t) for t in tries)
+        if n >= k:
+            rates.append(math.comb(c, k) / math.comb(n, k))
+    return sum(rates) / len(rates) if rates else None
+
+
+# -- agreement between two raters -----------------------------------------------------------
+
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+    """Cohen's kappa for two raters' categorical labels (None when undefined)."""
+    return weighted_kappa(a, b, categories=sorted(set(a) | set(b), key=str), weights="none")
+
+
+def weighted_kappa(a: Sequence[Any], b: Sequence[Any], *, categories: Sequence[Any] | None = None,
+                   weights: str = "quadratic") -> float | None:
+    """Cohen's kappa with ``none``, ``linear`` or ``quadratic`` disagreement weights over ordered categories."""
+    if len(a) != len(b) or not a:
+        return None
+    cats = list(categories) if categories is not None else sorted(set(a) | set(b))
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    if k < 2:
+        return None
+    observed = np.zeros((k, k))
+    for x, y in zip(a, b):
+        observed[index[x], index[y]] += 1
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    i, j = np.indices((k, k))
+    if weights == "none":
+        w = (i != j).astype(float)
+    elif weights == "linear":
+        w = np.abs(i - j) / (k - 1)
+    else:
+        w = ((i - j) / (k - 1)) ** 2
+    denominator = float((w * expected).sum())
+    if denominator == 0:
+        return None
+    return 1 - float((w * observed).sum()) / denominator
+
+
+def krippendorff_alpha_ordinal(a: Sequence[int], b: Sequence[int], *, categories: Sequence[int]) -> float | None:
+    """Krippendorff's alpha, ordinal metric, for two raters who rated every unit."""
+    if len(a) != len(b) or not a:
+        return None
+    cats = list(categories)
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    coincidence = np.zeros((k, k))
+    for x, y in zip(a, b):
+        coincidence[index[x], index[y]] += 1
+        coincidence[index[y], index[x]] += 1
+    totals = coincidence.sum(axis=1)
+    n = totals.sum()
+    # ordinal distance: (sum of marginals from c to k, minus half of each end)^2
+    delta = np.zeros((k, k))
+    for c in range(k):
+        for d in range(k):
+            lo, hi = min(c, d), max(c, d)
+            delta[c, d] = (totals[lo:hi + 1].sum() - (totals[lo] + totals[hi]) / 2) ** 2
+    observed = float((coincidence * delta).sum())
+    expected = float((np.outer(totals, totals) * delta).sum()) / (n - 1)
+    if expected == 0:
+        return None
+    return 1 - observed / expected

@@ -1,0 +1,58 @@
+"""Agreement between two judges on the same dialogues (or a judge and human labels): the
+paper's Table 5 as a command. Cohen's kappa for every dimension (the paper's measure), and
+for the 1-4 and 1-5 scales also quadratic-weighted kappa and Krippendorff's alpha (ordinal),
+which credit near misses; per dimension, with counts.
+
+Labels are read from a report JSON or results file (``scores`` per row), or from a JSON /
+JSON-lines file of ``{"scenario_id": ..., "<dimension>": value, ...}`` human labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..data.models import case_id
+from ..gating.stats import cohen_kappa, krippendorff_alpha_ordinal, weighted_kappa
+from ..scales import METRICS
+
+
+def labels_by_scenario(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for row in rows:
+        scores = row.get("scores") if isinstance(row.get("scores"), dict) else row
+        if row.get("status", "passed") == "error" or not scores:
+            continue
+        found[case_id(row["scenario_id"], row.get("repeat"))] = {m.name: scores[m.name] for m in METRICS if scores.get(m.name) is not None}
+    return found
+
+
+def agreement(a_rows: Iterable[Mapping[str, Any]], b_rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    a, b = labels_by_scenario(a_rows), labels_by_scenario(b_rows)
+    shared = sorted(set(a) & set(b))
+    dimensions = []
+    for metric in METRICS:
+        ids = [s for s in shared if metric.name in a[s] and metric.name in b[s]]
+        x = [a[s][metric.name] for s in ids]
+        y = [b[s][metric.name] for s in ids]
+        entry: dict[str, Any] = {"dimension": metric.name, "n": len(ids),
+                                 "exact_agreement": (sum(p == q for p, q in zip(x, y)) / len(ids)) if ids else None}
+        entry["cohen_kappa"] = cohen_kappa(x, y) if ids else None
+        if metric.kind != "bool":
+            levels = list(range(metric.low, metric.high + 1))
+            entry["quadratic_weighted_kappa"] = weighted_kappa(x, y, categories=levels) if ids else None
+            entry["krippendorff_alpha_ordinal"] = krippendorff_alpha_ordinal(x, y, categories=levels) if ids else None
+        dimensions.append(entry)
+    return {"shared": len(shared), "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)),
+            "dimensions": dimensions}
+
+
+def format_agreement(result: Mapping[str, Any]) -> list[str]:
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
+    lines = [f"agreement on {result['shared']} shared dialogues (only in A: {result['only_in_a']}, only in B: {result['only_in_b']})",
+             f"{'dimension':24} {'n':>5} {'exact':>7} {'kappa':>7} {'QWK':>7} {'alpha':>7}"]
+    for d in result["dimensions"]:
+        lines.append(f"{d['dimension']:24} {d['n']:>5} {f(d['exact_agreement']):>7} {f(d.get('cohen_kappa')):>7} "
+                     f"{f(d.get('quadratic_weighted_kappa')):>7} {f(d.get('krippendorff_alpha_ordinal')):>7}")
+    return lines

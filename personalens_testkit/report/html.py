@@ -1,0 +1,210 @@
+"""The HTML report: one self-contained file (inline CSS, inline SVG charts, a few lines of
+JavaScript for filtering, also from the address: ``report.html#domain=Movies&verdict=failed``;
+no network fetch of any kind) built from a run report.
+
+Sections: the paper's Table 3 with confidence intervals, per-domain bars with intervals
+(Figure 4), score distributions, the turn-level personalization curve (Figure 5, when
+judged with ``--turn-level``), gates, the call ledger, and every dialogue with its scores
+and the judge's reasons, filterable by domain and verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any, Mapping, Sequence
+
+from ..data.models import case_id
+from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
+from ..scales import METRIC_BY_NAME, METRICS
+from .summary import gate_line
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2430;max-width:1180px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}
+table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 10px;border-bottom:1px solid #eef1f4;text-align:right}
+th:first-child,td:first-child{text-align:left}.muted{color:#6b7683}.fail{color:#b42318;font-weight:600}
+.pass{color:#067647;font-weight:600}.charts{display:flex;flex-wrap:wrap;gap:18px}.chart{border:1px solid #eef1f4;padding:6px}
+.dialogue{border:1px solid #dde3ea;border-radius:6px;margin:8px 0;padding:6px 10px}.dialogue summary{cursor:pointer}
+.msg{margin:4px 0;padding:4px 8px;border-radius:4px;white-space:pre-wrap}.user{background:#f1f5fb}.assistant{background:#f3f8f1}
+.badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;margin-left:6px}
+.b-passed{background:#dcfae6}.b-failed{background:#fee4e2}.b-error{background:#fef0c7}
+.filters select{margin-right:12px}
+"""
+
+SCRIPT = """
+function presetFilters(){
+  var params=new URLSearchParams(location.hash.slice(1));
+  ['domain','verdict'].forEach(function(k){ if(params.get(k)){document.getElementById('f-'+k).value=params.get(k);} });
+}
+function applyFilters(){
+  var d=document.getElementById('f-domain').value, v=document.getElementById('f-verdict').value, shown=0;
+  document.querySelectorAll('.dialogue').forEach(function(el){
+    var ok=(d==='all'||el.dataset.domains.split(' ').indexOf(d)>=0)&&(v==='all'||el.dataset.status===v);
+    el.style.display=ok?'':'none'; if(ok){shown++;}
+  });
+  document.getElementById('f-count').textContent=shown+' shown';
+}
+document.addEventListener('DOMContentLoaded',function(){presetFilters();applyFilters();});
+"""
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _table(report: Mapping[str, Any]) -> str:
+    head = "".join(f"<th>{escape(SHORT[m])}</th>" for m in HEADLINE)
+    body = []
+    for name, group in report["aggregates"].items():
+        if name not in GROUP_TITLES or not (group["scored"] or group["errors"]):
+            continue
+        cells = "".join(f"<td>{_estimate(group['metrics'][m])}</td>" for m in HEADLINE)
+        body.append(f"<tr><td>{GROUP_TITLES[name]}</td><td>{group['scored']}</td><td>{group['errors']}</td>{cells}</tr>")
+    return f"<table class='table3'><tr><th></th><th>n</th><th>errors</th>{head}</tr>{''.join(body)}</table>"
+
+
+def _estimate(e: Mapping[str, Any]) -> str:
+    if e["mean"] is None:
+        return "-"
+    ci = f" <span class='muted'>[{e['low']:.2f}, {e['high']:.2f}]</span>" if e["low"] is not None and e["n"] > 1 else ""
+    return f"{e['mean']:.2f}{ci}"
+
+
+def _domain_bars(report: Mapping[str, Any], metric: str) -> str:
+    """Horizontal bars per domain with the CI as a whisker."""
+    groups = [(n.removeprefix("domain:"), g["metrics"][metric]) for n, g in report["aggregates"].items() if n.startswith("domain:")]
+    groups = [(n, e) for n, e in groups if e["mean"] is not None]
+    info = METRIC_BY_NAME[metric]
+    low, high = (0.0, 1.0) if info.kind == "bool" else (float(info.low), float(info.high))
+    width, left, row = 420, 96, 18
+    height = 26 + row * max(len(groups), 1)
+
+    def x(v: float) -> float:
+        return left + (v - (0.0 if info.kind == "bool" else 0.0)) / high * (width - left - 10)
+
+    parts = [f"<svg class='chart chart-domain' data-metric='{metric}' width='{width}' height='{height}' "
+             f"viewBox='0 0 {width} {height}' role='img' aria-label='{escape(info.title)} by domain'>",
+             f"<text x='4' y='14' font-size='12' font-weight='600'>{escape(info.title)}"
+             f"{' rate' if info.kind == 'bool' else ''} by domain</text>"]
+    for i, (name, e) in enumerate(groups):
+        y = 22 + i * row
+        parts.append(f"<text x='4' y='{y + 12}' font-size='11'>{escape(name)}</text>")
+        parts.append(f"<rect class='bar' x='{left}' y='{y + 2}' width='{max(x(e['mean']) - left, 1):.1f}' height='12' fill='#7aa6d8'>"
+                     f"<title>{escape(name)}: {_fmt(e['mean'])} (n={e['n']})</title></rect>")
+        if e["low"] is not None and e["high"] is not None:
+            parts.append(f"<line class='ci' x1='{x(e['low']):.1f}' x2='{x(e['high']):.1f}' y1='{y + 8}' y2='{y + 8}' "
+                         "stroke='#1d2430' stroke-width='1.5'/>")
+    parts.append(f"<text x='{left}' y='{height - 2}' font-size='10' class='muted'>0</text>"
+                 f"<text x='{width - 24}' y='{height - 2}' font-size='10'>{high:g}</text></svg>")
+    return "".join(parts)
+
+
+def _distribution(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
+    info = METRIC_BY_NAME[metric]
+    values = [r["scores"][metric] for r in rows if r.get("scores")]
+    levels: list[Any] = [False, True] if info.kind == "bool" else list(range(info.low, info.high + 1))
+    counts = [sum(1 for v in values if v == level) for level in levels]
+    top = max(counts + [1])
+    width, height, bar = 40 + 38 * len(levels), 142, 28
+    parts = [f"<svg class='chart chart-dist' data-metric='{metric}' width='{width}' height='{height}' role='img' "
+             f"aria-label='{escape(info.title)} distribution'><text x='4' y='14' font-size='12' font-weight='600'>"
+             f"{escape(info.title)}</text>"]
+    for i, (level, count) in enumerate(zip(levels, counts)):
+        h = 80 * count / top
+        x = 20 + i * 38
+        label = ("yes" if level else "no") if info.kind == "bool" else str(level)
+        parts.append(f"<rect x='{x}' y='{120 - h:.1f}' width='{bar}' height='{h:.1f}' fill='#9bc59d'>"
+                     f"<title>{label}: {count}</title></rect><text x='{x + 9}' y='134' font-size='11'>{label}</text>"
+                     f"<text x='{x + 9}' y='{116 - h:.1f}' font-size='10'>{count}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _turn_curve(curve: Sequence[Mapping[str, Any]]) -> str:
+    if not curve:
+        return ("<p class='muted'>No turn-level scores in this run: run with <code>--turn-level</code> to judge "
+                "the assistant's personalization after every turn (the paper's Figure 5).</p>")
+    width, height, left = 520, 200, 34
+    last = max(p["turn"] for p in curve)
+
+    def x(t: float) -> float:
+        return left + (t - 1) / max(last - 1, 1) * (width - left - 12)
+
+    def y(v: float) -> float:
+        return 170 - (v - 1) / 3 * 150
+
+    points = " ".join(f"{x(p['turn']):.1f},{y(p['mean']):.1f}" for p in curve)
+    ticks = "".join(f"<text x='6' y='{y(v) + 4:.1f}' font-size='10'>{v}</text>" for v in (1, 2, 3, 4))
+    return (f"<svg class='chart chart-turns' width='{width}' height='{height}' role='img' aria-label='turn-level personalization'>"
+            f"{ticks}<polyline fill='none' stroke='#2f6fb3' stroke-width='2' points='{points}'/>"
+            + "".join(f"<circle cx='{x(p['turn']):.1f}' cy='{y(p['mean']):.1f}' r='3' fill='#2f6fb3'><title>turn {p['turn']}: "
+                      f"{p['mean']:.2f} (n={p['n']})</title></circle>" for p in curve)
+            + f"<text x='{left}' y='194' font-size='10'>turn 1</text><text x='{width - 50}' y='194' font-size='10'>turn {last}</text></svg>")
+
+
+def _dialogue(row: Mapping[str, Any]) -> str:
+    scores = row.get("scores") or {}
+    score_text = ", ".join(f"{SHORT.get(m.name, m.name)} {str(scores[m.name]).lower()}" for m in METRICS if m.name in scores)
+    reasons = "".join(f"<li><b>{escape(METRIC_BY_NAME[k].title)}</b>: {escape(str(v))}</li>"
+                      for k, v in (row.get("reasons") or {}).items() if k in METRIC_BY_NAME)
+    messages = "".join(f"<div class='msg {escape(m['role'])}'><b>{escape(m['role'])}</b>: {escape(m['content'])}</div>"
+                       for m in row.get("transcript") or [])
+    error = row.get("error")
+    extra = f"<p class='fail'>{escape(error['phase'])}: {escape(error['message'])}</p>" if error else ""
+    shortfalls = "; ".join(f"{s['metric']} {s['value']} &lt; {s['floor']}" for s in row.get("shortfalls") or [])
+    status = escape(row["status"])
+    case = escape(case_id(row["scenario_id"], row.get("repeat")))
+    return (f"<details class='dialogue' data-domains='{escape(' '.join(row.get('domains', [])))}' data-status='{status}'>"
+            f"<summary><b>{case}</b><span class='badge b-{status}'>{status}</span> "
+            f"<span class='muted'>{escape(score_text)}; {row.get('turns', 0)} turns, {escape(str(row.get('termination')))}"
+            f"</span></summary>{extra}"
+            + (f"<p>below floors: {shortfalls}</p>" if shortfalls else "")
+            + (f"<ul class='reasons'>{reasons}</ul>" if reasons else "")
+            + f"<div class='transcript'>{messages}</div></details>")
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    rows = report["rows"]
+    run = report.get("run") or {}
+    domains = sorted({d for r in rows for d in r.get("domains", [])})
+    title = f"PersonaLens report - {run.get('assistant', 'assistant')}"
+    gates = "".join(
+        f"<li class='{'fail' if g['passed'] is False else 'pass' if g['passed'] else 'muted'}'>{escape(gate_line(g))}</li>"
+        for g in report["gates"]) or "<li class='muted'>no aggregate gates set</li>"
+    ledger = "".join(f"<tr><td>{escape(role.replace('_', ' '))}</td><td>{v['calls']}</td><td>{v['prompt_tokens']:,}</td>"
+                     f"<td>{v['completion_tokens']:,}</td></tr>" for role, v in report["ledger"]["total"].items())
+    leak = report.get("preference_leaks")
+    leak_html = (f"<p>Preference leaks in the user agent's opening: {leak['leaked']} of {leak['checked']} "
+                 f"({leak['rate']:.0%}).</p>" if leak else "")
+    counts = report["counts"]
+    options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<style>{CSS}</style></head><body>
+<h1>{escape(title)}</h1>
+<p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
+{escape(str(run.get('judge_model', '')))}; {counts.get('cases', 0)} cases: {counts.get('passed', 0)} passed,
+{counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report['created_at'])}</p>
+<h2>Summary (mean [{report['confidence']:.0%} bootstrap CI])</h2>{_table(report)}
+<h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
+<h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
+<h2>Turn-level personalization</h2>{_turn_curve(report.get('turn_curve') or [])}
+<h2>Gates</h2><ul>{gates}</ul>
+<h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
+{leak_html}
+<h2>Dialogues</h2>
+<div class="filters">domain <select id="f-domain" onchange="applyFilters()"><option value="all">all</option>{options}</select>
+verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all</option><option value="passed">passed</option>
+<option value="failed">failed</option><option value="error">error</option></select><span id="f-count" class="muted"></span></div>
+{''.join(_dialogue(r) for r in rows)}
+<script type="application/json" id="report-data">{_json_for_script(report)}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def _json_for_script(report: Mapping[str, Any]) -> str:
+    data = {k: v for k, v in report.items() if k != "rows"}
+    return json.dumps(data).replace("</", "<\\/")

@@ -1,0 +1,28 @@
+"""The report files of a run: results JSON (rows, aggregates, gates, ledger, config), JUnit XML
+and the self-contained HTML report, each written whole (temporary file, then rename)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..files import write_atomically
+from .html import render_html
+from .junit import junit_xml
+
+
+def write_report_files(report: Mapping[str, Any], *, json_path: Path | None = None, junit_path: Path | None = None,
+                       html_path: Path | None = None) -> dict[str, Path]:
+    """Write the files asked for; returns {kind: path} of what was written."""
+    written = {}
+    if json_path is not None:
+        write_atomically(json_path, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+        written["JSON"] = json_path
+    if junit_path is not None:
+        write_atomically(junit_path, junit_xml(report["rows"]))
+        written["JUnit XML"] = junit_path
+    if html_path is not None:
+        write_atomically(html_path, render_html(report))
+        written["HTML"] = html_path
+    return written

@@ -1,0 +1,77 @@
+"""The HTML report in a real browser: Debian's headless Chromium loads the file (no network),
+runs its script, and we check the charts, the dialogues and the filters, and keep a screenshot.
+
+Needs /usr/bin/chromium (``apt-get install chromium``; .ci/run installs it)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from personalens_testkit.gating.thresholds import Thresholds
+from personalens_testkit.report.html import render_html
+from personalens_testkit.report.summary import build_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def rows() -> list[dict]:
+    made = []
+    for i, (domain, kind, status, p) in enumerate([
+        ("Movies", "sd", "passed", 3), ("Movies", "sd", "failed", 1), ("Music", "sd", "passed", 4),
+        ("Alarm", "sd", "error", None), ("Music", "md", "failed", 2), ("Alarm", "sd", "passed", 2),
+    ]):
+        scores = None if p is None else {"task_completion": p > 1, "personalization": p, "naturalness_user": 4,
+                                         "naturalness_assistant": 3 + i % 3, "coherence_user": 5, "coherence_assistant": 4}
+        made.append({
+            "scenario_id": f"user{i}-{kind.upper()}-{domain}-task-1", "task_kind": kind,
+            "domains": [domain] + (["Events"] if kind == "md" else []), "status": status, "scores": scores,
+            "reasons": {} if p is None else {"personalization": f"reason <{i}> & more"},
+            "shortfalls": [{"metric": "personalization", "value": p, "floor": 2}] if status == "failed" else [],
+            "error": {"phase": "the dialogue", "message": "model down", "kind": "ModelError"} if p is None else None,
+            "turns": 3, "termination": "user_terminated",
+            "transcript": [{"role": "user", "content": "Set my alarm <b>now</b>"}, {"role": "assistant", "content": "Done."}],
+            "turn_personalization": None if p is None else [1, 2, p], "calls": [
+                {"role": "judge", "label": "personalization", "turn": 0, "seconds": 1.0, "prompt_tokens": 900,
+                 "completion_tokens": 40}],
+        })
+    return made
+
+
+def browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    if CHROMIUM is None:
+        pytest.fail("headless Chromium is needed for this test: apt-get install chromium (.ci/run installs it)")
+    return subprocess.run([CHROMIUM, *FLAGS, *extra, url], capture_output=True, text=True, timeout=120)
+
+
+def test_the_html_report_renders_in_chromium(tmp_path):
+    report = build_report(rows(), Thresholds(), run={"assistant": "my-bot", "run_id": "r1"})
+    page = tmp_path / "report.html"
+    page.write_text(render_html(report))
+    html = page.read_text()
+    assert "http://" not in html and "https://" not in html  # nothing to fetch
+    assert "Set my alarm &lt;b&gt;now&lt;/b&gt;" in html and "reason &lt;0&gt; &amp; more" in html  # escaped
+
+    dom = browse(page.as_uri(), "--dump-dom", "--virtual-time-budget=3000")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = dom.stdout
+    assert len(re.findall(r'class="chart chart-domain"', text)) == 4
+    assert len(re.findall(r'<rect class="bar"', text)) == 4 * 3  # Alarm, Movies, Music in each
+    assert len(re.findall(r'class="chart chart-dist"', text)) == 6
+    assert 'class="chart chart-turns"' in text and text.count("<circle") == 3
+    assert len(re.findall(r'<details class="dialogue"', text)) == 6
+    assert '<span id="f-count" class="muted">6 shown</span>' in text  # the script ran
+
+    filtered = browse(page.as_uri() + "#domain=Movies&verdict=failed", "--dump-dom", "--virtual-time-budget=3000")
+    assert '<span id="f-count" class="muted">1 shown</span>' in filtered.stdout
+    assert len(re.findall(r'<details class="dialogue"[^>]*style="display: none;"', filtered.stdout)) == 5
+
+    shot = tmp_path / "report.png"
+    done = browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,1800")
+    assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

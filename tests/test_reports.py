@@ -1,0 +1,199 @@
+"""Gates, summaries and report files through the plugin (live against a loopback model
+server), and the report/compare/agreement commands."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from personalens_testkit.cli import main as cli
+
+from .support.fake_llm import FakeLLM, Script
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
+ALARM = ["--profiles", "7", "--domains", "Alarm", "--max-turns", "2"]
+GATES = """
+version: 1
+scenario:
+  task_completion: null
+  personalization: null
+  naturalness_assistant: null
+  coherence_assistant: null
+aggregate:
+  gates:
+{gates}
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name in ("test_single_domain.py", "test_multi_domain.py"):
+        shutil.copy(SUITES / name, pytester.path / name)
+    pytester.makeini(
+        "[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
+        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
+    )
+    pytester.makefile(".toml", personalens='record_mode = "all"\n')
+    return pytester
+
+
+def gates_file(project: pytest.Pytester, *gates: str) -> None:
+    body = "\n".join(f"    - {g}" for g in gates) if gates else "    []"
+    (project.path / "thresholds.yaml").write_text(GATES.format(gates=body).replace("gates:\n    []", "gates: []"))
+
+
+def run(project: pytest.Pytester, fake: FakeLLM, *args: str) -> pytest.RunResult:
+    project._monkeypatch.setenv("OPENAI_BASE_URL", fake.url)  # noqa: SLF001
+    return project.runpytest(*SPECS, *args)
+
+
+def run_dir(project: pytest.Pytester) -> Path:
+    return max(project.path.glob("personalens-results/*/"), key=lambda p: p.name)
+
+
+def test_summary_report_files_and_a_passing_gate(project):
+    gates_file(project, "{metric: personalization, scope: overall, statistic: mean, min: 2.5}")
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake, *ALARM)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "PersonaLens summary (assistant side; mean [[]95% bootstrap CI]; errors counted apart, never scored)",
+        "*TCR*P*Nat.*Coh.*",
+        "single-domain        4      0*1.00*3.00*4.00*4.00*",
+        "per domain (single-domain scenarios)",
+        "Alarm                4      0*",
+        "aggregate gates:",
+        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]3.000, 3.000], n=4)",
+        "calls and tokens: user agent 8 calls, * prompt + * completion; assistant 8 calls, *; judge 24 calls, *",
+        "personalens: JSON report -> */report.json",
+        "personalens: JUnit XML report -> */junit.xml",
+        "personalens: HTML report -> */report.html",
+    ])
+    report = json.loads((run_dir(project) / "report.json").read_text())
+    assert report["counts"] == {"cases": 4, "passed": 4}
+    assert report["aggregates"]["sd"]["metrics"]["personalization"]["mean"] == 3.0
+    assert report["gates"][0]["passed"] is True and report["gates_enforced"] is True
+    assert report["ledger"]["total"]["judge"]["calls"] == 24
+    assert set(report["ledger"]["per_scenario"]) == {f"user7-SD-Alarm-task-{n}" for n in range(1, 5)}
+    assert report["run"]["judge_model"] == "openai:fake-judge" and report["settings"]["record_mode"] == "all"
+    assert len(report["rows"]) == 4
+    suite = ET.parse(run_dir(project) / "junit.xml").getroot().find("testsuite")
+    case = suite.find("testcase")
+    props = {p.get("name"): p.get("value") for p in case.find("properties")}
+    assert case.get("name") == "user7-SD-Alarm-task-1" and props["personalization"] == "3"
+    assert props["task_completion"] == "true" and suite.get("tests") == "4"
+
+
+def test_a_gate_above_the_achieved_value_fails_the_run_with_its_reason(project):
+    gates_file(project, "{metric: personalization, scope: sd, statistic: lower_bound, min: 3.5}",
+               "{metric: task_completion, scope: md, min: 0.9}")
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake, *ALARM)
+    result.assert_outcomes(passed=4, deselected=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "personalens: FAILED gate Personalization, single-domain, lower bound of the 95% CI: FAILED: 3.000 vs "
+        "threshold 3.5 (mean 3.000 [[]3.000, 3.000], n=4)",
+    ])
+    assert "not evaluated (n=0: too few scored cases)" in result.stdout.str()  # no md case: not a failure
+
+
+def test_bad_aggregate_gates_stop_the_run_with_one_line(project):
+    gates_file(project, "{metric: personalization, scope: domain:Cinema, min: 2}")
+    with FakeLLM() as fake:
+        result = run(project, fake, *ALARM)
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error: no case runs
+    assert "thresholds.yaml: aggregate.gates.0.scope: must be overall, sd, md, each_domain or domain:<Name>" in (
+        result.stdout.str() + result.stderr.str())
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_repeats_report_pass_hat_k_and_spread(project):
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake, *ALARM, "--repeat", "2", "--record-mode", "once")
+    result.assert_outcomes(passed=8, deselected=1)
+    report = json.loads((run_dir(project) / "report.json").read_text())
+    assert report["repeats"]["k"] == 2 and report["repeats"]["pass_hat_k"] == 1.0
+    assert report["repeats"]["spread"]["personalization"] == {"mean_range": 0.0, "scenarios_that_vary": 0, "scenarios": 4}
+    assert "repeats: k=2 over 4 scenarios; task completion pass^1 1.00, pass^2 1.00" in result.stdout.str()
+    names = sorted(p.name for p in (project.path / "cassettes" / "reference").glob("*.json.xz"))
+    assert "user7-SD-Alarm-task-1-r2.json.xz" in names and len(names) == 8
+    assert sorted(r["repeat"] for r in report["rows"]) == [1, 1, 1, 1, 2, 2, 2, 2]
+
+
+def test_turn_level_and_leak_check(project):
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        result = run(project, fake, *ALARM, "-k", "task-1", "--turn-level", "--leak-check")
+    result.assert_outcomes(passed=1, deselected=4)
+    (row,) = json.loads((run_dir(project) / "report.json").read_text())["rows"]
+    replies = [m for m in row["transcript"] if m["role"] == "assistant"]
+    assert row["turn_personalization"] == [3] * len(replies) and len(replies) >= 2
+    assert row["preference_leak"] == {"leaked": True, "explanation": "goal met"}
+    labels = [c["label"] for c in row["calls"] if c["role"] == "judge"]
+    assert labels[-3:] == [f"personalization after turn {len(replies) - 1}", f"personalization after turn {len(replies)}",
+                           "preference leak"]
+    assert "preference leaks in the user agent's opening: 1 of 1 (100%)" in result.stdout.str()
+    report = json.loads((run_dir(project) / "report.json").read_text())
+    assert report["turn_curve"] == [{"turn": t, "n": 1, "mean": 3} for t in range(1, len(replies) + 1)]
+
+
+def test_a_baseline_gate_fails_on_a_significant_drop(project):
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake, *ALARM)
+    base = run_dir(project) / "report.json"
+    worse = Script(terminate_after=1)
+    worse.scores = {**worse.scores, "personalization": 1}
+    with FakeLLM(worse) as fake:
+        result = run(project, fake, *ALARM, "--baseline", str(base))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "paired comparison on 4 shared scenarios*",
+        "  all                      P      n=4     -2.000 [[]-2.000, -2.000] SIGNIFICANT DROP",
+        "verdict: a significant drop beyond the margin",
+        "personalens: FAILED baseline: a score dropped significantly beyond the margin*",
+    ])
+    # a margin wider than the drop tolerates it
+    with FakeLLM(worse) as fake:
+        tolerant = run(project, fake, *ALARM, "--baseline", str(base), "--baseline-margin", "2.5")
+    assert tolerant.ret == 0
+
+
+def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake, *ALARM)
+    first = run_dir(project) / "results.jsonl"
+    harsher = Script(terminate_after=1)
+    harsher.scores = {**harsher.scores, "personalization": 2, "coherence_assistant": 3}
+    with FakeLLM(harsher) as fake:
+        run(project, fake, *ALARM)
+    second = run_dir(project) / "results.jsonl"
+
+    assert cli(["report", str(first), "--html", str(tmp_path / "r.html"), "--junit", str(tmp_path / "j.xml"),
+                "--thresholds", str(project.path / "thresholds.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "single-domain        4      0" in out and (tmp_path / "r.html").is_file() and (tmp_path / "j.xml").is_file()
+
+    assert cli(["compare", str(first), str(first)]) == 0
+    assert "verdict: no significant drop" in capsys.readouterr().out
+    assert cli(["compare", str(first), str(second)]) == 1
+    assert "P      n=4     -1.000 [-1.000, -1.000] SIGNIFICANT DROP" in capsys.readouterr().out
+    assert cli(["compare", str(first), str(second), "--margin", "1.5"]) == 0
+    capsys.readouterr()
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli(["compare", str(tmp_path / "bad.json"), str(first)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("personalens: error: base ") and "not JSON or JSON lines" in err and err.count("\n") == 1
+
+    assert cli(["agreement", str(first), str(second)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "agreement on 4 shared dialogues (only in A: 0, only in B: 0)"
+    assert [line.split()[:3] for line in lines[2:4]] == [["task_completion", "4", "1.000"], ["personalization", "4", "0.000"]]
