@@ -125,7 +125,7 @@ class RunState:
     def replay_summary(self) -> str:
         """One line for the run header: what replays, what records, and how to record the rest."""
         s = self.settings
-        folder = self.tapes.path("x").parent
+        folder = self.tapes.folder
         selected = len(self._all_cases)
         recorded = len(self._runnable) if self.replays_only else sum(
             self.tapes.has_cassette(case_id(sc.scenario_id, r)) for sc, r in self._all_cases)
@@ -149,7 +149,7 @@ class RunState:
             what = "re-judge" if self.settings.rejudge else "replay offline"
             raise UsageError(
                 f"nothing to {what}: none of the {len(self._all_cases)} selected scenarios has a cassette in "
-                f"{self.tapes.path('x').parent}; record them with --record-mode once (live models), "
+                f"{self.tapes.folder}; record them with --record-mode once (live models), "
                 "or choose another --cassette-dir or --assistant"
             )
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from ..data.models import case_id
 from ..files import write_atomically
-from .store import assistant_folder
+from .store import assistant_dir
 
 RESULTS_NAME = "results.jsonl"
 #: What a replay must reproduce: the judge's scores and the dialogue's length and ending.
@@ -20,7 +20,7 @@ COMPARED = ("scores", "turns", "termination")
 
 
 def recorded_results_path(cassette_dir: Path, assistant: str) -> Path:
-    return cassette_dir / assistant_folder(assistant) / RESULTS_NAME
+    return assistant_dir(cassette_dir, assistant) / RESULTS_NAME
 
 
 def load_recorded(path: Path) -> dict[str, dict[str, Any]]:

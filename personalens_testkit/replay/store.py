@@ -34,9 +34,14 @@ def assistant_folder(name: str) -> str:
     return f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
+def assistant_dir(cassette_dir: Path, assistant: str) -> Path:
+    """The folder of one assistant's cassettes."""
+    return cassette_dir / assistant_folder(assistant)
+
+
 def cassette_path(cassette_dir: Path, assistant: str, scenario_id: str, *, judge: str | None = None) -> Path:
     """The scenario's cassette; with ``judge``, the cassette of a re-judging by that judge model."""
-    folder = cassette_dir / assistant_folder(assistant)
+    folder = assistant_dir(cassette_dir, assistant)
     if judge is not None:
         folder = folder / "rejudged" / assistant_folder(judge)
     return folder / f"{scenario_id}{SUFFIX}"

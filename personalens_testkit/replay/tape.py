@@ -28,7 +28,7 @@ from ..assistants.base import Assistant, AssistantInput, AssistantReply
 from ..assistants.contract import parse_reply, request_payload
 from ..errors import PersonalensError, ReplayMissError
 from .scrub import CALL_HEADER, body_difference, json_body_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
-from .store import JsonBytesSerializer, XzPersister, cassette_path
+from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
 MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "json_body")
@@ -61,6 +61,11 @@ class TapeSettings:
 class Tapes:
     settings: TapeSettings
     secrets: list[tuple[str, str]] = field(default_factory=secret_values)
+
+    @property
+    def folder(self) -> Path:
+        """The assistant's cassette folder."""
+        return assistant_dir(self.settings.cassette_dir, self.settings.assistant)
 
     def path(self, scenario_id: str) -> Path:
         return cassette_path(self.settings.cassette_dir, self.settings.assistant, scenario_id)
