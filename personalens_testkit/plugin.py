@@ -104,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if runs_suites(config):
             try:
                 state.preflight(reach=not config.option.collectonly)
-                state.check_runnable()
+                state.plan.check_runnable()
             except PersonalensError as exc:
                 raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
@@ -273,20 +273,20 @@ class ControllerHooks:
         self.state = state
         self.report: dict[str, Any] | None = None
         self.written: dict[str, Any] = {}
+        self.recorded_rows = 0
         self.failures: list[str] = []
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; a failed gate fails the run."""
-        self.state.keep_recorded_results()
         try:
-            done = self.state.final_report()
+            outcome = self.state.finish()
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if done is None:
+        if outcome is None:
             return
-        self.report, self.written = done
+        self.report, self.written, self.recorded_rows = outcome.report, outcome.written, outcome.recorded_rows
         if self.report["gates_enforced"]:
             self.failures += failed_gates(self.report)
         comparison = self.report.get("comparison")
@@ -312,9 +312,8 @@ class ControllerHooks:
             write(f"personalens: {writer.count} result rows -> {writer.path}")
         for kind, path in self.written.items():
             write(f"personalens: {kind} report -> {path}")
-        if self.state.recorded_written:
-            terminalreporter.write_line(
-                f"personalens: {self.state.recorded_written} recorded result rows -> {self.state.recorded_path}")
+        if self.recorded_rows:
+            write(f"personalens: {self.recorded_rows} recorded result rows -> {self.state.plan.recorded_path}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -324,4 +323,4 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
         f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
         f"personalens: results -> {state.run_dir}",
-    ] + ([f"personalens: {_or_exit(state.replay_summary)}"] if runs_suites(config) else [])
+    ] + ([f"personalens: {_or_exit(state.plan.summary)}"] if runs_suites(config) else [])

@@ -12,6 +12,7 @@ import fcntl
 import secrets
 import shutil
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
 from .llm.entries import BedrockModel
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
-from .replay.recorded import differences, load_recorded, merge_recorded, recorded_results_path
-from .replay.tape import Tapes, TapeSettings, TapedAssistant
+from .replay.plan import ReplayPlan
+from .replay.tape import TapedAssistant
 from .report.compare import compare_rows, load_rows
 from .report.outputs import write_report_files
 from .report.results import read_rows
@@ -45,6 +46,15 @@ from .report.results import ResultsWriter, RunInfo
 BOT_KINDS = frozenset({"http", "python", "command", "openai"})
 #: Where a model that is only replayed "runs" (never contacted: the cassette answers; normalised away).
 REPLAY_ONLY_URL = "http://127.0.0.1:9"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """The end of a run: its report, the report files written, the rows added to the recorded results."""
+
+    report: dict[str, Any]
+    written: dict[str, Path]
+    recorded_rows: int
 
 
 def new_run_id() -> str:
@@ -81,15 +91,8 @@ class RunState:
         """(scenario, try) of every selected scenario and every ``--repeat`` try."""
         return [(s, r) for s in self._selected for r in range(1, self.settings.repeat + 1)]
 
-    @cached_property
-    def _runnable(self) -> list[tuple[Scenario, int]]:
-        """The cases this run can execute: all of them, or, when only replaying, those with a cassette."""
-        if not self.replays_only:
-            return self._all_cases
-        return [(s, r) for s, r in self._all_cases if self.tapes.has_cassette(case_id(s.scenario_id, r))]
-
     def cases(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
-        return [(s, r) for s, r in self._runnable if s.kind is kind]
+        return [(s, r) for s, r in self.plan.runnable if s.kind is kind]
 
     # -- cassettes ----------------------------------------------------------------------
     @cached_property
@@ -98,60 +101,18 @@ class RunState:
         return entry is not None and entry.kind in BOT_KINDS
 
     @cached_property
-    def tapes(self) -> Tapes:
+    def plan(self) -> ReplayPlan:
+        """What this run replays, records and checks."""
         s = self.settings
-        return Tapes(TapeSettings(
+        return ReplayPlan(
             cassette_dir=s.cassette_dir, assistant=s.assistant, record_mode=s.record_mode, rejudge=s.rejudge,
-            judge=s.judge_model, assistant_is_bot=self.assistant_is_bot,
-        ))
+            judge=s.judge_model, repeat=s.repeat, assistant_is_bot=self.assistant_is_bot, all_cases=self._all_cases,
+            shown=self.shown,
+        )
 
     @property
-    def replays_only(self) -> bool:
-        """Every scenario needs a recorded dialogue: an offline replay, or a re-judging."""
-        return self.settings.record_mode == "none" or self.settings.rejudge
-
-    @cached_property
     def live_roles(self) -> frozenset[str]:
-        """The roles whose model calls may reach a live model in this run (the others only replay)."""
-        s = self.settings
-        if s.record_mode == "none":
-            return frozenset()
-        if s.rejudge:
-            return frozenset({"judge"})
-        if s.record_mode == "once" and all(self.tapes.has_cassette(case_id(sc.scenario_id, r)) for sc, r in self._all_cases):
-            return frozenset()
-        return frozenset({"user_agent", "assistant", "judge"})
-
-    def replay_summary(self) -> str:
-        """One line for the run header: what replays, what records, and how to record the rest."""
-        s = self.settings
-        folder = self.tapes.folder
-        selected = len(self._all_cases)
-        recorded = len(self._runnable) if self.replays_only else sum(
-            self.tapes.has_cassette(case_id(sc.scenario_id, r)) for sc, r in self._all_cases)
-        what = "scenarios" if s.repeat == 1 else f"cases ({s.repeat} tries of each scenario)"
-        if s.rejudge:
-            judge = "from its cassettes" if s.record_mode == "none" else f"live ({s.judge_model}), record mode {s.record_mode}"
-            return f"re-judging {recorded} of {selected} selected {what} recorded in {folder}; judge {judge}"
-        if s.record_mode == "none":
-            rest = selected - recorded
-            line = f"replaying {recorded} of {selected} selected {what} offline from {folder}"
-            if rest:
-                line += f"; record the other {rest} with --record-mode once (live models)"
-            if self.checks_reproduction and self._recorded:
-                line += f"; each must reproduce its recorded result ({self.shown(self.recorded_path)})"
-            return line
-        return f"record mode {s.record_mode}: {recorded} of {selected} selected {what} have a cassette in {folder}"
-
-    def check_runnable(self) -> None:
-        """A run that can execute nothing is an error, never a green run of zero cases."""
-        if self.replays_only and self._selected and not self._runnable:
-            what = "re-judge" if self.settings.rejudge else "replay offline"
-            raise UsageError(
-                f"nothing to {what}: none of the {len(self._all_cases)} selected scenarios has a cassette in "
-                f"{self.tapes.folder}; record them with --record-mode once (live models), "
-                "or choose another --cassette-dir or --assistant"
-            )
+        return self.plan.live_roles
 
     @cached_property
     def thresholds(self) -> Thresholds:
@@ -290,7 +251,7 @@ class RunState:
             evaluator = self.evaluator
         except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
-        tape = self.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
+        tape = self.plan.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
         if not self.uses_embedded_models:
             return evaluator.evaluate(scenario, tape, repeat=repeat)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -310,36 +271,6 @@ class RunState:
         line = f"pytest {target} --assistant {self.settings.assistant} --record-mode all"
         return line + (" --rejudge" if self.settings.rejudge else "")
 
-    # -- recorded results -----------------------------------------------------------------
-    @property
-    def recorded_path(self) -> Path:
-        return recorded_results_path(self.settings.cassette_dir, self.settings.assistant)
-
-    @cached_property
-    def _recorded(self) -> dict[str, dict[str, Any]]:
-        return load_recorded(self.recorded_path)
-
-    @property
-    def checks_reproduction(self) -> bool:
-        """A whole-run offline replay (nothing under test is live): cases must reproduce the recorded scores."""
-        s = self.settings
-        return s.record_mode == "none" and not s.rejudge and not self.assistant_is_bot
-
-    def replay_differences(self, evaluation: Evaluation) -> list[str] | None:
-        """In a whole-run replay with a recorded row: what differs from it (``[]``: reproduced); else None."""
-        key = case_id(evaluation.scenario.scenario_id, evaluation.repeat)
-        recorded = self._recorded.get(key) if self.checks_reproduction else None
-        if recorded is None or evaluation.verdict is None:
-            return None
-        dialogue = evaluation.dialogue
-        now = {
-            "scores": evaluation.verdict.scores.model_dump(mode="json"), "turns": dialogue.turns,
-            "termination": dialogue.termination.value if dialogue.termination else None,
-        }
-        return differences(recorded, now)
-
-    recorded_written = 0
-
     # -- the end of the run ---------------------------------------------------------------
     def settings_snapshot(self) -> dict[str, Any]:
         s = self.settings
@@ -354,33 +285,36 @@ class RunState:
             "baseline_margin": s.baseline_margin,
         }
 
-    def final_report(self) -> tuple[dict[str, Any], dict[str, Path]] | None:
-        """Controller, at the end: the run report over every worker's rows, and the files written from it."""
+    def replay_differences(self, evaluation: Evaluation) -> list[str] | None:
+        """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None."""
+        if evaluation.verdict is None:
+            return None
+        dialogue = evaluation.dialogue
+        now = {
+            "scores": evaluation.verdict.scores.model_dump(mode="json"), "turns": dialogue.turns,
+            "termination": dialogue.termination.value if dialogue.termination else None,
+        }
+        return self.plan.differences(case_id(evaluation.scenario.scenario_id, evaluation.repeat), now)
+
+    def finish(self) -> RunOutcome | None:
+        """Controller, at the end: recorded results kept, the run report over every worker's rows, its files."""
         if self.writer is None or not self.writer.path.is_file():
             return None
         self.writer.close()
         rows = read_rows(self.writer.path)
+        recorded = self.plan.keep_recorded(rows)
         comparison = None
         if self.settings.baseline is not None:
             comparison = compare_rows(load_rows(self.settings.baseline, what="--baseline"), rows,
                                       margin=self.settings.baseline_margin, confidence=self.thresholds.aggregate.confidence)
         report = build_report(rows, self.thresholds, run=self.run_info().model_dump(), settings=self.settings_snapshot(),
-                              gates_enforced=not self.checks_reproduction, comparison=comparison)
+                              gates_enforced=not self.plan.checks_reproduction, comparison=comparison)
         s = self.settings
         written = write_report_files(
             report, json_path=s.json_report or self.run_dir / "report.json",
             junit_path=s.junit_report or self.run_dir / "junit.xml", html_path=s.html_report or self.run_dir / "report.html",
         )
-        return report, written
-
-    def keep_recorded_results(self) -> None:
-        """Controller, at the end of a recording run: its scored rows join the recorded results."""
-        s = self.settings
-        if self.writer is None or s.record_mode == "none" or s.rejudge or not self.writer.path.is_file():
-            return
-        self.writer.close()
-        rows = [row for row in read_rows(self.writer.path) if row.get("status") != "error"]
-        self.recorded_written = merge_recorded(self.recorded_path, rows)
+        return RunOutcome(report, written, recorded)
 
     @cached_property
     def uses_embedded_models(self) -> bool:
@@ -403,7 +337,7 @@ class RunState:
         )
 
     def cassette_of(self, scenario: Scenario, repeat: int = 1) -> str:
-        return self.shown(self.tapes.path(case_id(scenario.scenario_id, repeat)))
+        return self.shown(self.plan.tapes.path(case_id(scenario.scenario_id, repeat)))
 
     def shown(self, path: Path) -> str:
         """A path as rows show it: relative to the project root when inside it."""

@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from ..agents.judge import Scores
 from ..evaluation import Evaluation
-from ..files import write_atomically
 from ..gating.thresholds import Shortfall
 
 Status = Literal["passed", "failed", "error"]

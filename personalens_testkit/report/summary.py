@@ -146,7 +146,7 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
     domains = [name for name in aggregates if name.startswith("domain:")]
     if domains:
         lines.append("")
-        lines.append(f"per domain (single-domain scenarios)")
+        lines.append("per domain (single-domain scenarios)")
         lines.append(header)
         for name in domains:
             group = aggregates[name]
