@@ -197,3 +197,25 @@ def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "agreement on 4 shared dialogues (only in A: 0, only in B: 0)"
     assert [line.split()[:3] for line in lines[2:4]] == [["task_completion", "4", "1.000"], ["personalization", "4", "0.000"]]
+
+
+def test_agreement_with_human_labels(tmp_path, capsys):
+    judge = tmp_path / "results.jsonl"
+    labels = tmp_path / "human.jsonl"
+    rows, humans = [], []
+    for i, (tc, p, h_tc, h_p) in enumerate([(True, 3, True, 3), (True, 2, False, 2), (False, 1, False, 2),
+                                             (True, 4, True, 4), (False, 2, False, 1), (True, 3, True, 3)]):
+        scores = {"task_completion": tc, "personalization": p, "naturalness_user": 4, "naturalness_assistant": 4,
+                  "coherence_user": 4, "coherence_assistant": 4}
+        rows.append({"scenario_id": f"user{i}-SD-Alarm-task-1", "status": "passed", "scores": scores})
+        humans.append({"scenario_id": f"user{i}-SD-Alarm-task-1", "task_completion": h_tc, "personalization": h_p})
+    humans.append({"scenario_id": "user99-SD-Alarm-task-1", "personalization": 2})
+    judge.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    labels.write_text("".join(json.dumps(r) + "\n" for r in humans))
+    assert cli(["agreement", str(judge), str(labels)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "agreement on 6 shared dialogues (only in A: 0, only in B: 1)"
+    by_name = {line.split()[0]: line.split()[1:] for line in out[2:]}
+    # task completion: 2x2 [[3, 1], [0, 2]] -> p_o 5/6, p_e (4/6*3/6 + 2/6*3/6) = 1/2 -> kappa 2/3
+    assert by_name["task_completion"][:3] == ["6", "0.833", "0.667"]
+    assert by_name["personalization"][:2] == ["6", "0.667"] and by_name["naturalness_user"][0] == "0"

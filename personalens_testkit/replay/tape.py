@@ -178,7 +178,7 @@ class ScenarioTape:
         cassette = getattr(miss, "cassette", None)
         detail = ""
         if reason in ("no_match", "nothing_similar") and cassette is not None:
-            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site)
+            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site, self.tapes.secrets)
         cassette = getattr(cassette, "_path", "")
         return ReplayMissError(
             f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
@@ -186,13 +186,13 @@ class ScenarioTape:
         )
 
 
-def _same_call_difference(cassette: Any, request: Any, site: CallSite) -> str:
+def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: list[tuple[str, str]]) -> str:
     """How the request differs from the one recorded for the same call (role, label, turn), if any was."""
     label = f"{site.role};{site.label};{site.turn}"
     for stored, _ in cassette.data:
         values = stored.headers.get(CALL_HEADER) or []
         if label in (values if isinstance(values, list) else [values]):
-            found = body_difference(stored.body, scrub_body(getattr(request, "body", None), ()))
+            found = body_difference(stored.body, scrub_body(getattr(request, "body", None), secrets))
             return f" (the recorded request of this call {found})" if found else ""
     return " (the recording has no such call)"
 

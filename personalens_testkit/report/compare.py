@@ -22,17 +22,23 @@ GATED_GROUPS = ("overall", "sd", "md")
 
 
 def load_rows(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
-    """Rows of a report JSON (``report.json``) or a results file (``results.jsonl``)."""
+    """Rows of a report JSON (``report.json``), a results file (``results.jsonl``; a torn last
+    line left by a killed run is skipped), or a JSON list of rows or labels."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{what} {path}: cannot be read ({exc.strerror or exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what} {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        if path.suffix == ".jsonl" or text.lstrip().startswith('{"schema_version"'):
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc.msg} at line {exc.lineno})") from None
+    except json.JSONDecodeError:
+        lines = text.splitlines(keepends=True)
+        complete = [line for line in lines if line.strip() and line.endswith("\n")] or [l for l in lines if l.strip()]
+        try:
+            data = [json.loads(line) for line in complete]
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc.msg})") from None
+    if isinstance(data, dict) and "scenario_id" in data:
+        data = [data]  # a results file of one row
     rows = data.get("rows") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "scenario_id" in r for r in rows):
         raise UsageError(f"{what} {path}: expected a report JSON with rows, or result rows with scenario_id")
