@@ -27,6 +27,7 @@ from .gating.thresholds import default_thresholds_path
 from .llm.embedded import LocalServerSettings
 from .llm.entries import BACKEND_NAMES, ModelEntry
 from .llm.registry import check_spec
+from .llm.retry import RetryPolicy
 from .replay.modes import check_record_mode
 
 DEFAULT_RESULTS_DIR = "personalens-results"
@@ -58,6 +59,10 @@ class ProjectConfig(BaseModel):
     results_dir: Optional[str] = None
     cassette_dir: Optional[str] = None
     record_mode: Optional[str] = None
+    retries: Optional[int] = Field(default=None, ge=0, le=10)
+    retry_initial_s: float = Field(default=1.0, gt=0, le=60)
+    retry_max_s: float = Field(default=20.0, gt=0, le=600)
+    scenario_timeout_s: Optional[float] = Field(default=None, gt=0)
     personalens_data: Optional[str] = None
     local: LocalConfig = Field(default_factory=LocalConfig)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
@@ -170,6 +175,9 @@ class RunSettings:
     #: a previous run's report or results to compare with, and the drop it tolerates
     baseline: Optional[Path] = None
     baseline_margin: float = 0.0
+    #: how failed calls are retried; the most seconds one scenario may take (None: no limit)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    scenario_timeout_s: Optional[float] = None
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -259,6 +267,14 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     if baseline is not None and not Path(baseline).expanduser().is_file():
         raise UsageError(f"--baseline: {baseline}: no such file (a report.json or results.jsonl of an earlier run)")
 
+    retries = _first(options.get("retries"), config.retries, 3)
+    if retries < 0:
+        raise UsageError(f"--retries: must be 0 or more (got {retries})")
+    timeout = _first(options.get("scenario_timeout"), config.scenario_timeout_s)
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--scenario-timeout: must be more than 0 seconds (got {timeout})")
+    retry = RetryPolicy(attempts=retries + 1, initial_s=config.retry_initial_s, max_s=config.retry_max_s)
+
     def path_option(name: str) -> Path | None:
         value = options.get(name)
         return None if value is None else Path(value).expanduser()
@@ -280,6 +296,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         repeat=repeat, turn_level=bool(options.get("turn_level")), leak_check=bool(options.get("leak_check")),
         json_report=path_option("json_report"), junit_report=path_option("junit_report"),
         html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
+        retry=retry, scenario_timeout_s=timeout,
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

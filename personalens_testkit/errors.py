@@ -27,6 +27,9 @@ def dotted(location: Iterable[object]) -> str:
 class PersonalensError(Exception):
     """Root of the testkit's own errors; ``str(err)`` is a one-line message for the user."""
 
+    #: set when the error came out of a model or assistant call: "user_agent", "assistant" or "judge"
+    call_role: str | None = None
+
 
 class UsageError(PersonalensError):
     """A command-line option, spec string or selection is not valid."""

@@ -22,6 +22,7 @@ from .data.context import build_context
 from .data.loader import Dataset
 from .data.models import Scenario
 from .errors import JudgeAnswerError, PersonalensError
+from .llm.retry import RetryPolicy
 
 logger = logging.getLogger("personalens_testkit.evaluation")
 
@@ -34,6 +35,9 @@ class ErrorInfo:
     phase: str
     message: str
     raw_answer: str | None = None
+    #: what failed: "assistant" (the system under test), "user_agent" or "judge" (the benchmark's
+    #: models), or "setup" (data, models that could not start); counted apart in reports
+    source: str = "setup"
 
     def describe(self) -> str:
         return f"{self.phase} failed ({self.kind}): {self.message}"
@@ -41,7 +45,8 @@ class ErrorInfo:
     @classmethod
     def of(cls, exc: PersonalensError, phase: str) -> ErrorInfo:
         raw = exc.raw if isinstance(exc, JudgeAnswerError) else None
-        return cls(kind=type(exc).__name__, phase=phase, message=str(exc), raw_answer=raw)
+        source = exc.call_role or ("judge" if isinstance(exc, JudgeAnswerError) else "setup")
+        return cls(kind=type(exc).__name__, phase=phase, message=str(exc), raw_answer=raw, source=source)
 
 
 @dataclass
@@ -110,6 +115,9 @@ class Evaluator:
     turn_level: bool = False
     #: also judge whether the opening query leaks the user's preferences
     leak_check: bool = False
+    #: how failed calls are retried, and the most seconds one scenario may take (None: no limit)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    time_limit_s: float | None = None
 
     def evaluate(self, scenario: Scenario, tape: Tape | None = None, *, repeat: int = 1) -> Evaluation:
         """Run and judge one scenario; with a ``tape``, its calls are recorded or replayed there.
@@ -119,6 +127,9 @@ class Evaluator:
         evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns), repeat=repeat)
         evaluation.started_at = _now()
         started = time.perf_counter()
+        log = evaluation.dialogue.log
+        log.retry, log.time_limit_s = self.retry, self.time_limit_s
+        log.deadline = None if self.time_limit_s is None else time.monotonic() + self.time_limit_s
         phase = "loading the scenario's data"
         tape = tape if tape is not None else _NoTape()
         try:
@@ -131,7 +142,7 @@ class Evaluator:
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
                 with tape.phase("judging"):
-                    messages, log = evaluation.dialogue.messages, evaluation.dialogue.log
+                    messages = evaluation.dialogue.messages
                     evaluation.verdict = self.judge.judge(ctx, messages, log)
                     if self.turn_level:
                         evaluation.turn_personalization = self.judge.turn_level(ctx, messages, log)

@@ -66,6 +66,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also judge personalization after every assistant turn (the paper's turn-level curve; one judge call per turn)")
     add("--leak-check", action="store_true", default=None,
         help="also judge whether the user agent's opening states preferences it should leave implicit")
+    add("--retries", type=int, default=None, metavar="N",
+        help="retries of a call that failed in a retryable way: 429, 5xx, timeout, dropped connection (default 3)")
+    add("--scenario-timeout", type=float, default=None, metavar="SECONDS",
+        help="the most time one scenario may take; later calls are not made and the case is an error (default: none)")
     add("--json-report", default=None, metavar="PATH", help="the run report as JSON (default: <run folder>/report.json)")
     add("--junit-report", default=None, metavar="PATH", help="JUnit XML with scores as properties (default: <run folder>/junit.xml)")
     add("--html-report", default=None, metavar="PATH", help="the self-contained HTML report (default: <run folder>/report.html)")
@@ -79,7 +83,7 @@ _OPTION_NAMES = (
     "personalens_data", "sample", "profiles", "domains", "task_kind", "max_turns", "assistant", "assistant_model",
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
     "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
-    "html_report", "baseline", "baseline_margin",
+    "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout",
 )
 
 

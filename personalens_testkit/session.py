@@ -236,6 +236,7 @@ class RunState:
             assistant=self._assistant(),
             judge=Judge(self._model(s.judge_model, "judge")),
             max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
+            retry=s.retry, time_limit_s=s.scenario_timeout_s,
         )
 
     def evaluate(self, scenario: Scenario, rerecord: str = "", repeat: int = 1) -> Evaluation:

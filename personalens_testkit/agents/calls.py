@@ -9,6 +9,7 @@ from typing import Any, Callable, Literal, TypeVar
 
 from ..errors import ModelError, PersonalensError
 from ..llm.base import ChatModel, ChatRequest, ChatResponse
+from ..llm.retry import DeadlineReached, RetryPolicy, call_with_retries
 
 CallRole = Literal["user_agent", "assistant", "judge"]
 T = TypeVar("T")
@@ -44,6 +45,8 @@ class CallRecord:
     seconds: float
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: 1, or more when retryable failures (429, 5xx, timeouts, ...) were retried
+    attempts: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +55,11 @@ class CallRecord:
 @dataclass
 class CallLog:
     records: list[CallRecord] = field(default_factory=list)
+    #: how failed calls are retried
+    retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(attempts=1))
+    #: time.monotonic() after which no call is started (the scenario's time limit), and that limit
+    deadline: float | None = None
+    time_limit_s: float | None = None
 
     def add(self, record: CallRecord) -> None:
         self.records.append(record)
@@ -59,16 +67,29 @@ class CallLog:
     def run(self, call: Callable[[], T], *, role: CallRole, label: str, turn: int) -> T:
         """Make one call, logging its time and tokens; a failure is re-labelled with the role and turn."""
         site = CallSite(role=role, label=label, turn=turn)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of "
+                                  f"{self.time_limit_s:g} s ran out")
         token = CURRENT_CALL.set(site)
         started = time.perf_counter()
+        attempts = 1
+
+        def retried(_: BaseException) -> None:
+            nonlocal attempts
+            attempts += 1
+
         try:
-            result = call()
+            result = call_with_retries(call, self.retry, deadline=self.deadline, on_retry=retried)
         except Exception as exc:
             explain = CALL_ERRORS.get()
             ours = explain(exc, site) if explain is not None else None
             if ours is not None:
+                ours.call_role = role
                 raise ours from None
+            exc.call_role = role  # type: ignore[attr-defined] - which part of the dialogue failed
             if isinstance(exc, ModelError):
+                if attempts > 1:
+                    exc.args = (f"{exc.args[0]} (after {attempts} attempts)", *exc.args[1:])
                 raise exc.for_role(site.describe()) from exc.__cause__
             raise
         finally:
@@ -76,7 +97,7 @@ class CallLog:
         self.add(CallRecord(
             role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
             prompt_tokens=getattr(result, "prompt_tokens", None),
-            completion_tokens=getattr(result, "completion_tokens", None),
+            completion_tokens=getattr(result, "completion_tokens", None), attempts=attempts,
         ))
         return result
 

@@ -90,6 +90,7 @@ def build_row(
         turn_personalization=evaluation.turn_personalization, preference_leak=evaluation.preference_leak,
         error=None if error is None else {
             "kind": error.kind, "phase": error.phase, "message": error.message, "raw_answer": error.raw_answer,
+            "source": error.source,
         },
         turns=dialogue.turns, max_turns=evaluation.max_turns,
         termination=dialogue.termination.value if dialogue.termination else None,

@@ -25,7 +25,7 @@ ROLES = ("user_agent", "assistant", "judge")
 def ledger(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Calls and tokens per role, in total and per scenario."""
     def empty() -> dict[str, int]:
-        return {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        return {"calls": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
 
     total: dict[str, dict[str, int]] = {role: empty() for role in ROLES}
     per_scenario: dict[str, dict[str, dict[str, int]]] = {}
@@ -35,6 +35,7 @@ def ledger(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             for book in (total, mine):
                 entry = book.setdefault(call["role"], empty())
                 entry["calls"] += 1
+                entry["retries"] += (call.get("attempts") or 1) - 1
                 entry["prompt_tokens"] += call.get("prompt_tokens") or 0
                 entry["completion_tokens"] += call.get("completion_tokens") or 0
     return {"total": total, "per_scenario": per_scenario}
@@ -85,15 +86,19 @@ def build_report(
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence, resamples=agg.resamples)
     gates = evaluate_gates(agg.gates, summaries)
-    statuses = defaultdict(int)
+    statuses: dict[str, int] = defaultdict(int)
+    sources: dict[str, int] = defaultdict(int)
     for row in rows:
         statuses[row.get("status", "?")] += 1
+        if row.get("status") == "error":
+            sources[(row.get("error") or {}).get("source", "setup")] += 1
     return {
         "report_version": REPORT_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run": dict(run or {}),
         "settings": dict(settings or {}),
         "counts": {"cases": len(rows), **statuses},
+        "errors_by_source": dict(sources),
         "confidence": agg.confidence,
         "aggregates": {name: s.as_dict() for name, s in summaries.items()},
         "gates": [g.as_dict() for g in gates],
@@ -158,10 +163,17 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"aggregate gates{note}:")
         for gate in report["gates"]:
             lines.append("  " + gate_line(gate))
+    errors = report.get("errors_by_source") or {}
+    if errors:
+        lines.append("")
+        parts = [f"{n} from the {src.replace('_', ' ')}" for src, n in sorted(errors.items())]
+        lines.append(f"errors (never scored): {sum(errors.values())}: " + ", ".join(parts)
+                     + " - 'assistant' is your bot; the user agent and the judge are the benchmark's models")
     total = report["ledger"]["total"]
     lines.append("")
     lines.append("calls and tokens: " + "; ".join(
-        f"{role.replace('_', ' ')} {v['calls']} calls, {v['prompt_tokens']:,} prompt + {v['completion_tokens']:,} completion"
+        f"{role.replace('_', ' ')} {v['calls']} calls" + (f" ({v['retries']} retries)" if v.get("retries") else "")
+        + f", {v['prompt_tokens']:,} prompt + {v['completion_tokens']:,} completion"
         for role, v in total.items()))
     rep = report.get("repeats")
     if rep:

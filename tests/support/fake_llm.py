@@ -17,7 +17,9 @@ its headers in ``headers``, for assertions.
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +41,13 @@ class Script:
     status: int | None = None
     #: the user agent quotes its task in every message, so every later prompt names its scenario
     echo_task: bool = False
+    #: share of requests answered with a fault instead (seeded, so a run is reproducible)
+    fault_rate: float = 0.0
+    #: which faults, in turn: "429", "500", "hang" (answers after hang_s), "drop" (closes the
+    #: connection without an answer), "malformed" (200 with a broken body)
+    faults: tuple[str, ...] = ("429", "500", "hang", "drop", "malformed")
+    hang_s: float = 2.0
+    seed: int = 7
 
 
 class FakeLLM:
@@ -46,7 +55,10 @@ class FakeLLM:
         self.script = script or Script()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        #: faults injected, by kind
+        self.injected: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._random = random.Random(self.script.seed)
         handler = self._handler()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -63,6 +75,15 @@ class FakeLLM:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def _next_fault(self) -> str | None:
+        """Under the lock: whether this request gets a fault, and which."""
+        script = self.script
+        if script.fault_rate <= 0 or self._random.random() >= script.fault_rate:
+            return None
+        kind = script.faults[sum(self.injected.values()) % len(script.faults)]
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+        return kind
 
     def answer(self, body: dict[str, Any]) -> str:
         script = self.script
@@ -110,6 +131,18 @@ class FakeLLM:
                 with fake._lock:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
+                    fault = fake._next_fault()
+                if fault == "drop":
+                    self.close_connection = True
+                    return
+                if fault == "hang":
+                    time.sleep(fake.script.hang_s)
+                elif fault in ("429", "500"):
+                    self._send(int(fault), {"error": {"message": f"injected {fault}"}})
+                    return
+                elif fault == "malformed":
+                    self._send_raw(200, b'{"choices": [{"message": ')
+                    return
                 if fake.script.status is not None:
                     self._send(fake.script.status, {"error": {"message": "scripted failure"}})
                     return
@@ -124,12 +157,17 @@ class FakeLLM:
                 })
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._send_raw(status, json.dumps(payload).encode())
+
+            def _send_raw(self, status: int, data: bytes) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up first (a hang past its time limit)
 
         return Handler
 

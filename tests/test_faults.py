@@ -1,0 +1,92 @@
+"""Fault injection: a loopback model server that answers 20 % of requests with a 429, a 500,
+a hang past the client's time limit, a dropped connection or a malformed body. A run of many
+scenarios finishes; every scenario is scored correctly or is an error naming its cause;
+none is lost; retries are counted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from personalens_testkit.agents.calls import CallLog
+from personalens_testkit.errors import ModelError
+from personalens_testkit.llm.retry import RetryPolicy
+
+from .support.fake_llm import FakeLLM, Script
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+CAUSES = ("HTTP 429", "HTTP 500", "no answer within the time limit", "cannot reach", "malformed answer")
+
+
+def project_for(pytester: pytest.Pytester, url: str, extra: str = "") -> None:
+    for name in ("test_single_domain.py", "test_multi_domain.py"):
+        shutil.copy(SUITES / name, pytester.path / name)
+    pytester.makeini("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
+                     "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
+    models = "".join(
+        f'[models.{name}]\nkind = "openai"\nmodel = "fake-{name}"\nbase_url = "{url}"\ntimeout_s = 1.0\n'
+        for name in ("user", "judge", "bot"))
+    pytester.makefile(".toml", personalens=f'record_mode = "all"\nretry_initial_s = 0.01\nretry_max_s = 0.05\n'
+                                           f'user_model = "user"\njudge_model = "judge"\nassistant_model = "bot"\n{extra}{models}')
+
+
+def test_a_run_with_twenty_percent_faults_loses_nothing_and_misscores_nothing(pytester):
+    script = Script(terminate_after=1, fault_rate=0.2, hang_s=1.5)
+    with FakeLLM(script) as fake:
+        project_for(pytester, fake.url)
+        result = pytester.runpytest("--profiles", "7,53", "--domains", "Alarm,Books,Buses", "--max-turns", "2", "-n", "4")
+    outcomes = result.parseoutcomes()
+    (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    selected = outcomes.get("passed", 0) + outcomes.get("failed", 0) + outcomes.get("errors", 0)
+    assert len(rows) == selected >= 12, "a scenario was lost"
+    assert sorted({r["scenario_id"] for r in rows}) == sorted(r["scenario_id"] for r in rows)
+    assert sum(fake.injected.values()) >= 0.1 * len(fake.requests) and len(fake.injected) == 5, fake.injected
+    retries = sum(c.get("attempts", 1) - 1 for r in rows for c in r["calls"])
+    assert retries > 0
+    for row in rows:
+        if row["status"] == "error":
+            assert any(cause in row["error"]["message"] for cause in CAUSES), row["error"]
+            assert row["scores"] is None and row["error"]["source"] in ("user_agent", "assistant", "judge")
+        else:
+            assert row["status"] == "passed" and row["scores"] == script.scores  # never a mis-score
+    report = json.loads((results.parent / "report.json").read_text())
+    assert sum(v["retries"] for v in report["ledger"]["total"].values()) == retries
+    print(f"faults: {len(rows)} scenarios, {len(fake.requests)} requests, {sum(fake.injected.values())} faults "
+          f"injected {fake.injected}, {retries} retries, {sum(r['status'] == 'error' for r in rows)} errors, lost 0")
+
+
+def test_a_call_that_keeps_failing_is_an_error_with_its_cause_after_bounded_attempts():
+    calls = []
+
+    def always_429():
+        calls.append(1)
+        raise ModelError("HTTP 429 from http://x: slow down", model="openai:m", retryable=True)
+
+    log = CallLog(retry=RetryPolicy(attempts=3, initial_s=0.001, max_s=0.002, jitter_s=0.0))
+    with pytest.raises(ModelError, match=r"judge \(task_completion\) call to openai:m failed: HTTP 429 .* \(after 3 attempts\)"):
+        log.run(always_429, role="judge", label="task_completion", turn=0)
+    assert len(calls) == 3
+
+
+def test_errors_that_are_not_retryable_are_not_retried():
+    calls = []
+
+    def bad_request():
+        calls.append(1)
+        raise ModelError("HTTP 400 from http://x: bad", model="openai:m", retryable=False)
+
+    with pytest.raises(ModelError):
+        CallLog(retry=RetryPolicy(attempts=5, initial_s=0.001)).run(bad_request, role="user_agent", label="opening", turn=0)
+    assert len(calls) == 1
+
+
+def test_a_scenario_time_limit_stops_the_dialogue_as_an_error(pytester):
+    with FakeLLM(Script(terminate_after=None)) as fake:
+        project_for(pytester, fake.url, extra="scenario_timeout_s = 0.05\n")
+        result = pytester.runpytest("--profiles", "7", "--domains", "Alarm", "-k", "task-1")
+    result.assert_outcomes(errors=1, deselected=4)
+    result.stdout.fnmatch_lines(["*not made: the scenario's time limit of 0.05 s ran out*"])
