@@ -19,6 +19,7 @@ from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .files import write_atomically
+from .replay.scrub import redact
 from .report.compare import format_comparison
 from .report.summary import failed_gates, format_summary
 from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript
@@ -220,10 +221,10 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
                                           repeat=personalens_repeat)
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario, personalens_repeat)
-    write_atomically(path, format_transcript(evaluation))
+    write_atomically(path, redact(format_transcript(evaluation)))
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
-        pytest.fail(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}", pytrace=False)
+        pytest.fail(redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}"), pytrace=False)
     return evaluation
 
 
@@ -236,12 +237,12 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: RunState) -> Any
         changed = personalens_run.replay_differences(evaluation)
         if changed is not None:  # an offline replay of a recording: it must reproduce the recorded scores
             if changed:
-                pytest.fail(describe_replay_change(evaluation, changed), pytrace=False)
+                pytest.fail(redact(describe_replay_change(evaluation, changed)), pytrace=False)
             return
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         if found:
             path = personalens_run.transcript_path(evaluation.scenario, evaluation.repeat)
-            pytest.fail(describe_shortfalls(evaluation, found, path), pytrace=False)
+            pytest.fail(redact(describe_shortfalls(evaluation, found, path)), pytrace=False)
 
     return check
 
@@ -261,7 +262,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         row = build_row(state.run_info(), evaluation, status=status, found=found,
                         transcript_path=state.shown(state.transcript_path(evaluation.scenario, evaluation.repeat)),
                         cassette=state.cassette_of(evaluation.scenario, evaluation.repeat))
-        report.personalens_row = row.model_dump(mode="json")
+        report.personalens_row = redact(row.model_dump(mode="json"))  # no secret reaches results or reports
     return report
 
 

@@ -249,11 +249,20 @@ model = "anthropic.claude-3-haiku-20240307-v1:0"
 endpoint_url = "{fake.url.removesuffix('/v1')}"
 ''')
         args = [*ALARM, "-k", "task-1", "--user-model", "gateway", "--judge-model", "claude"]
-        run(project, fake.url, *args, "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+        recording = run(project, fake.url, *args, "--record-mode", "once")
+        recording.assert_outcomes(passed=1, deselected=4)
     assert any("planted-gateway-token-0001" in str(h) for h in fake.headers)  # it was really sent
     stored = b"".join(lzma.decompress(p.read_bytes()) for p in cassette_dir(project).glob("*.json.xz"))
     for name, value in planted.items():
         assert value.encode() not in stored, name
+    # nor in any other output: results, transcripts, report JSON / JUnit / HTML, logs, the terminal
+    outputs = [p for p in project.path.rglob("*") if p.is_file() and "cassettes" not in p.parts and p.suffix != ".py"]
+    assert {p.name for p in outputs} >= {"results.jsonl", "report.json", "junit.xml", "report.html", "user7-SD-Alarm-task-1.txt"}
+    text = "\n".join(p.read_text(errors="replace") for p in outputs) + recording.stdout.str() + recording.stderr.str()
+    for name, value in planted.items():
+        assert value not in text, name
+    results = next(p for p in outputs if p.name == "results.jsonl")
+    assert "Done. (debug: <TEAM_GATEWAY_TOKEN>)" in results.read_text()  # the echoed secret, replaced by its name
     assert b"<TEAM_GATEWAY_TOKEN>" in stored
     assert b"http://local/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse" in stored
 

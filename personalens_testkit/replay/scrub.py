@@ -136,3 +136,19 @@ def scrub_response(response: dict[str, Any], secrets: Iterable[tuple[str, str]])
 
 def scrub_request_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
     return keep_headers(headers, _KEEP_REQUEST_HEADERS)
+
+
+def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
+    """Any JSON-like value (rows, messages, transcripts) with secret values replaced by their placeholders."""
+    found = secret_values() if secrets is None else list(secrets)
+    if not found:
+        return value
+    if isinstance(value, str):
+        for secret, placeholder in found:
+            value = value.replace(secret, placeholder)
+        return value
+    if isinstance(value, dict):
+        return {k: redact(v, found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, found) for v in value]
+    return value
