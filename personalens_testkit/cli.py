@@ -6,6 +6,7 @@
     personalens report RESULTS [--html P] [--json P] [--junit P]    summary and report files from a run's rows
     personalens compare BASE CANDIDATE [--margin X]                 paired comparison; exit 1 on a significant drop
     personalens agreement A B                                       two judges (or a judge and human labels)
+    personalens merge RESULTS... --output P [--html P] [...]        join shards' results into one report and gates
 
 Running the benchmark itself is ``pytest suites/`` (see README).
 """
@@ -84,14 +85,36 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .gating.thresholds import default_thresholds_path, load_thresholds
     from .report.compare import load_rows
+
+    return _summarise(load_rows(Path(args.results)), args, source=str(args.results))
+
+
+def _merge(args: argparse.Namespace) -> int:
+    import json
+
+    from .data.models import case_id
+    from .files import write_atomically
+    from .report.compare import load_rows
+
+    merged: dict[str, dict] = {}
+    for path in args.results:
+        for row in load_rows(Path(path)):
+            merged[case_id(row["scenario_id"], row.get("repeat"))] = row
+    rows = list(merged.values())
+    write_atomically(Path(args.output), "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    print(f"merged {len(rows)} cases from {len(args.results)} files -> {args.output}")
+    return _summarise(rows, args, source=", ".join(args.results))
+
+
+def _summarise(rows: list, args: argparse.Namespace, *, source: str) -> int:
+    """Print the summary of these rows, write the report files asked for; 1 if a gate failed."""
+    from .gating.thresholds import default_thresholds_path, load_thresholds
     from .report.outputs import write_report_files
     from .report.summary import build_report, failed_gates, format_summary
 
-    rows = load_rows(Path(args.results))
     thresholds_path = args.thresholds or ("thresholds.yaml" if Path("thresholds.yaml").is_file() else default_thresholds_path())
-    report = build_report(rows, load_thresholds(thresholds_path), run={"source": str(args.results)})
+    report = build_report(rows, load_thresholds(thresholds_path), run={"source": source})
     for line in format_summary(report):
         print(line)
     written = write_report_files(
@@ -100,6 +123,8 @@ def _report(args: argparse.Namespace) -> int:
     )
     for kind, path in written.items():
         print(f"{kind} report -> {path}")
+    for line in failed_gates(report):
+        print(f"FAILED {line}")
     return 1 if failed_gates(report) else 0
 
 
@@ -152,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
     report.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
     report.set_defaults(func=_report)
+
+    merge = sub.add_parser("merge", help="join the results of shards (or of a run and its resumption) into one report")
+    merge.add_argument("results", metavar="RESULTS", nargs="+")
+    merge.add_argument("--output", "-o", metavar="PATH", required=True, help="the merged results.jsonl")
+    merge.add_argument("--html", metavar="PATH")
+    merge.add_argument("--json", metavar="PATH")
+    merge.add_argument("--junit", metavar="PATH")
+    merge.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
+    merge.set_defaults(func=_merge)
 
     compare = sub.add_parser("compare", help="paired comparison of two runs on their shared scenarios")
     compare.add_argument("base", metavar="BASE")

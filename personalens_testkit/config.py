@@ -178,6 +178,10 @@ class RunSettings:
     #: how failed calls are retried; the most seconds one scenario may take (None: no limit)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     scenario_timeout_s: Optional[float] = None
+    #: an earlier run's results: its scored cases are kept, only the rest run
+    resume: Optional[Path] = None
+    #: (i, n): run the i-th of n deterministic slices of the cases (1-based)
+    shard: Optional[tuple[int, int]] = None
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -275,6 +279,11 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         raise UsageError(f"--scenario-timeout: must be more than 0 seconds (got {timeout})")
     retry = RetryPolicy(attempts=retries + 1, initial_s=config.retry_initial_s, max_s=config.retry_max_s)
 
+    shard = parse_shard(options["shard"]) if options.get("shard") else None
+    resume = options.get("resume")
+    if resume is not None and not Path(resume).expanduser().is_file():
+        raise UsageError(f"--resume: {resume}: no such file (the results.jsonl or report.json of the run to finish)")
+
     def path_option(name: str) -> Path | None:
         value = options.get(name)
         return None if value is None else Path(value).expanduser()
@@ -296,12 +305,23 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         repeat=repeat, turn_level=bool(options.get("turn_level")), leak_check=bool(options.get("leak_check")),
         json_report=path_option("json_report"), junit_report=path_option("junit_report"),
         html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
-        retry=retry, scenario_timeout_s=timeout,
+        retry=retry, scenario_timeout_s=timeout, resume=path_option("resume"), shard=shard,
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,
         model_sources=sources.models, rootdir=rootdir,
     )
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (1 <= I <= N): the I-th of N slices."""
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard: expected I/N, e.g. 2/4 (got {text!r})") from None
+    if not 1 <= i <= n:
+        raise UsageError(f"--shard: I must be from 1 to N (got {text!r})")
+    return i, n
 
 
 def check_selection(settings: RunSettings) -> None:

@@ -71,6 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="retries of a call that failed in a retryable way: 429, 5xx, timeout, dropped connection (default 3)")
     add("--scenario-timeout", type=float, default=None, metavar="SECONDS",
         help="the most time one scenario may take; later calls are not made and the case is an error (default: none)")
+    add("--resume", default=None, metavar="RESULTS",
+        help="finish an interrupted run: keep the scored cases of its results.jsonl, run only the others")
+    add("--shard", default=None, metavar="I/N",
+        help="run the I-th of N deterministic slices of the cases (a CI matrix); `personalens merge` joins them")
     add("--json-report", default=None, metavar="PATH", help="the run report as JSON (default: <run folder>/report.json)")
     add("--junit-report", default=None, metavar="PATH", help="JUnit XML with scores as properties (default: <run folder>/junit.xml)")
     add("--html-report", default=None, metavar="PATH", help="the self-contained HTML report (default: <run folder>/report.html)")
@@ -84,7 +88,7 @@ _OPTION_NAMES = (
     "personalens_data", "sample", "profiles", "domains", "task_kind", "max_turns", "assistant", "assistant_model",
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
     "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
-    "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout",
+    "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout", "resume", "shard",
 )
 
 
@@ -110,6 +114,8 @@ def pytest_configure(config: pytest.Config) -> None:
             try:
                 state.preflight(reach=not config.option.collectonly)
                 state.plan.check_runnable()
+                if not config.option.collectonly:
+                    state.carry_resumed_rows()
             except PersonalensError as exc:
                 raise pytest.UsageError(str(exc)) from None
     config.stash[STATE] = state
@@ -328,4 +334,4 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
         f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
         f"personalens: results -> {state.run_dir}",
-    ] + ([f"personalens: {_or_exit(state.plan.summary)}"] if runs_suites(config) else [])
+    ] + ([f"personalens: {line}" for line in _or_exit(state.header_lines)] if runs_suites(config) else [])

@@ -88,8 +88,42 @@ class RunState:
 
     @cached_property
     def _all_cases(self) -> list[tuple[Scenario, int]]:
-        """(scenario, try) of every selected scenario and every ``--repeat`` try."""
-        return [(s, r) for s in self._selected for r in range(1, self.settings.repeat + 1)]
+        """(scenario, try) of every selected scenario and ``--repeat`` try, in this ``--shard``, not yet
+        scored in the ``--resume`` results."""
+        cases = [(s, r) for s in self._selected for r in range(1, self.settings.repeat + 1)]
+        if self.settings.shard is not None:
+            i, n = self.settings.shard
+            cases = [case for k, case in enumerate(cases) if k % n == i - 1]
+        if self.resumed_rows:
+            done = {case_id(row["scenario_id"], row.get("repeat")) for row in self.resumed_rows}
+            cases = [(s, r) for s, r in cases if case_id(s.scenario_id, r) not in done]
+        return cases
+
+    @cached_property
+    def resumed_rows(self) -> list[dict[str, Any]]:
+        """The scored rows of the ``--resume`` results (errors are run again)."""
+        if self.settings.resume is None:
+            return []
+        rows = load_rows(self.settings.resume, what="--resume")
+        return [row for row in rows if row.get("status") in ("passed", "failed")]
+
+    def header_lines(self) -> list[str]:
+        """What this run will do with cassettes, shards and resumed results (for the run header)."""
+        lines = [self.plan.summary()]
+        if self.settings.shard is not None:
+            lines.append(f"shard {self.settings.shard[0]}/{self.settings.shard[1]}: {len(self._all_cases)} cases of this "
+                         "slice (join the shards' results with `personalens merge`)")
+        if self.settings.resume is not None:
+            lines.append(f"resuming {self.settings.resume}: {len(self.resumed_rows)} scored cases kept, "
+                         f"{len(self._all_cases)} to run")
+        return lines
+
+    def carry_resumed_rows(self) -> int:
+        """Controller, before any case: the resumed rows open this run's results, so it holds the whole run."""
+        if self.writer is not None:
+            for row in self.resumed_rows:
+                self.writer.write(row)
+        return len(self.resumed_rows)
 
     def cases(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
         return [(s, r) for s, r in self.plan.runnable if s.kind is kind]

@@ -48,6 +48,8 @@ class Script:
     faults: tuple[str, ...] = ("429", "500", "hang", "drop", "malformed")
     hang_s: float = 2.0
     seed: int = 7
+    #: seconds to wait before every answer (a slow model)
+    delay_s: float = 0.0
 
 
 class FakeLLM:
@@ -132,6 +134,8 @@ class FakeLLM:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
                     fault = fake._next_fault()
+                if fake.script.delay_s:
+                    time.sleep(fake.script.delay_s)
                 if fault == "drop":
                     self.close_connection = True
                     return
