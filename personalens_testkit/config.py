@@ -27,6 +27,7 @@ from .gating.thresholds import default_thresholds_path
 from .llm.embedded import LocalServerSettings
 from .llm.entries import BACKEND_NAMES, ModelEntry
 from .llm.registry import check_spec
+from .llm.limits import Limits
 from .llm.retry import RetryPolicy
 from .replay.modes import check_record_mode
 
@@ -63,6 +64,8 @@ class ProjectConfig(BaseModel):
     retry_initial_s: float = Field(default=1.0, gt=0, le=60)
     retry_max_s: float = Field(default=20.0, gt=0, le=600)
     scenario_timeout_s: Optional[float] = Field(default=None, gt=0)
+    max_rps: Optional[float] = Field(default=None, gt=0)
+    max_concurrency: Optional[int] = Field(default=None, ge=1)
     personalens_data: Optional[str] = None
     local: LocalConfig = Field(default_factory=LocalConfig)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
@@ -182,6 +185,8 @@ class RunSettings:
     resume: Optional[Path] = None
     #: (i, n): run the i-th of n deterministic slices of the cases (1-based)
     shard: Optional[tuple[int, int]] = None
+    #: per model endpoint, across every xdist worker
+    limits: Limits = field(default_factory=Limits)
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -280,6 +285,12 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     retry = RetryPolicy(attempts=retries + 1, initial_s=config.retry_initial_s, max_s=config.retry_max_s)
 
     shard = parse_shard(options["shard"]) if options.get("shard") else None
+    max_rps = _first(options.get("max_rps"), config.max_rps)
+    max_concurrency = _first(options.get("max_concurrency"), config.max_concurrency)
+    if max_rps is not None and max_rps <= 0:
+        raise UsageError(f"--max-rps: must be more than 0 (got {max_rps})")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise UsageError(f"--max-concurrency: must be at least 1 (got {max_concurrency})")
     resume = options.get("resume")
     if resume is not None and not Path(resume).expanduser().is_file():
         raise UsageError(f"--resume: {resume}: no such file (the results.jsonl or report.json of the run to finish)")
@@ -306,6 +317,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         json_report=path_option("json_report"), junit_report=path_option("junit_report"),
         html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
         retry=retry, scenario_timeout_s=timeout, resume=path_option("resume"), shard=shard,
+        limits=Limits(max_rps=max_rps, max_concurrency=max_concurrency),
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

@@ -71,6 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="retries of a call that failed in a retryable way: 429, 5xx, timeout, dropped connection (default 3)")
     add("--scenario-timeout", type=float, default=None, metavar="SECONDS",
         help="the most time one scenario may take; later calls are not made and the case is an error (default: none)")
+    add("--max-rps", type=float, default=None, metavar="R",
+        help="at most R calls per second to each model endpoint, across all xdist workers")
+    add("--max-concurrency", type=int, default=None, metavar="N",
+        help="at most N calls in flight to each model endpoint, across all xdist workers")
     add("--resume", default=None, metavar="RESULTS",
         help="finish an interrupted run: keep the scored cases of its results.jsonl, run only the others")
     add("--shard", default=None, metavar="I/N",
@@ -89,6 +93,7 @@ _OPTION_NAMES = (
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
     "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
     "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout", "resume", "shard",
+    "max_rps", "max_concurrency",
 )
 
 

@@ -33,6 +33,7 @@ from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
 from .llm.entries import BedrockModel
+from .llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from .replay.plan import ReplayPlan
 from .replay.tape import TapedAssistant
@@ -205,16 +206,23 @@ class RunState:
         )
 
     def _model(self, spec: str, role: str) -> ChatModel:
-        model = create_model(spec, self._model_context(), role)
+        model = self._limited(create_model(spec, self._model_context(), role))
         self._closing.append(model)
         return model
+
+    def _limited(self, model: ChatModel) -> ChatModel:
+        """The model behind the run's --max-rps / --max-concurrency, shared by every xdist worker."""
+        if not self.settings.limits:
+            return model
+        return LimitedChat(model, SharedLimiter(self.run_dir / ".limits", endpoint_of(model), self.settings.limits))
 
     def _assistant(self) -> Assistant:
         """The assistant under test; it owns (and closes) the model it runs on, if any."""
         s = self.settings
         context = BuildContext(
-            root=s.rootdir, model=lambda spec, role: create_model(spec, self._model_context(), role),
-            entry_model=lambda entry, label: create_entry_model(entry, label, self._model_context(), "assistant"),
+            root=s.rootdir, model=lambda spec, role: self._limited(create_model(spec, self._model_context(), role)),
+            entry_model=lambda entry, label: self._limited(
+                create_entry_model(entry, label, self._model_context(), "assistant")),
         )
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context)

@@ -59,6 +59,10 @@ class FakeLLM:
         self.headers: list[dict[str, str]] = []
         #: faults injected, by kind
         self.injected: dict[str, int] = {}
+        #: requests being answered now, the most at once, and when each arrived (time.time())
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.arrivals: list[float] = []
         self._lock = threading.Lock()
         self._random = random.Random(self.script.seed)
         handler = self._handler()
@@ -134,6 +138,16 @@ class FakeLLM:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
                     fault = fake._next_fault()
+                    fake.arrivals.append(time.time())
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    self._answer(body, fault, converse)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _answer(self, body: dict[str, Any], fault: str | None, converse: bool) -> None:
                 if fake.script.delay_s:
                     time.sleep(fake.script.delay_s)
                 if fault == "drop":
