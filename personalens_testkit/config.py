@@ -112,6 +112,12 @@ def _validated(path: Path, prefix: str, data: dict[str, Any]) -> ProjectConfig:
         raise ConfigError(path, key, problem) from None
 
 
+def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A sub-table, or {} when it is missing or not a table (validation then names the key)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def load_project_config(rootdir: Path) -> tuple[ProjectConfig, ProjectSources]:
     """The project's config: pyproject.toml's [tool.personalens], overlaid by personalens.toml.
 
@@ -124,12 +130,14 @@ def load_project_config(rootdir: Path) -> tuple[ProjectConfig, ProjectSources]:
     if pyproject.is_file():
         table = _read_toml(pyproject).get("tool", {}).get("personalens")
         if isinstance(table, dict) and table:
-            where = {name: f"[tool.personalens.assistants.{name}] in pyproject.toml" for name in table.get("assistants", {})}
+            where = {name: f"[tool.personalens.assistants.{name}] in pyproject.toml" for name in _table(table, "assistants")}
             layers.append((pyproject, "tool.personalens.", table, where))
     own = rootdir / "personalens.toml"
     if own.is_file():
         data = _read_toml(own)
-        where = {name: f"[assistants.{name}] in personalens.toml" for name in data.get("assistants", {})}
+        if not isinstance(data.get("assistants", {}), dict):
+            raise ConfigError(own, "assistants", "expected a table of assistant entries ([assistants.NAME])")
+        where = {name: f"[assistants.{name}] in personalens.toml" for name in _table(data, "assistants")}
         settings = set(ProjectConfig.model_fields)
         for name in [k for k, v in data.items() if k not in settings and isinstance(v, dict)]:
             data.setdefault("assistants", {})[name] = data.pop(name)
