@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import ContextManager, Protocol
 
+from .agents.injection import find_injections
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
 from .agents.user_agent import UserAgent
@@ -61,6 +62,8 @@ class Evaluation:
     preference_leak: dict[str, object] | None = None
     #: which try of the scenario this is (``--repeat``)
     repeat: int = 1
+    #: assistant text addressed to the judge (flagged, and removed from what the judge reads)
+    injection_flags: list[dict[str, object]] = field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str = ""
     finished_at: str = ""
@@ -139,6 +142,7 @@ class Evaluator:
                 with tape.phase("dialogue"):
                     run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant,
                                  max_turns=evaluation.max_turns)
+                evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
                 with tape.phase("judging"):

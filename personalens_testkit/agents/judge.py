@@ -21,6 +21,7 @@ from ..scales import (
 )
 from .answers import SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
 from .calls import CallLog
+from .injection import neutralise
 from .render import demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block
 
 JUDGE_TEMPERATURE = 0.0
@@ -75,6 +76,9 @@ class Judge:
         return self._ask(messages, metric, RatingAnswer, rubric, log)
 
     def judge(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> Verdict:
+        """The six scores. The judge reads the dialogue with assistant text addressed to it removed
+        (see :mod:`.injection`): a bot cannot talk its way to a better score."""
+        messages = neutralise(messages)
         tc = self.task_completion(ctx, messages, log)
         pers = self.personalization(ctx, messages, log)
         ratings = {metric.name: self.rating(metric, messages, log) for metric, _ in RATED_SIDES}
@@ -89,6 +93,7 @@ class Judge:
     def turn_level(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> list[int]:
         """Personalization judged after each assistant reply (the paper's turn-level curve): one call per turn."""
         scores = []
+        messages = neutralise(messages)
         replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
         for turn, index in enumerate(replies, start=1):
             answer = self.personalization(ctx, messages[: index + 1], log, label=f"personalization after turn {turn}", turn=turn)

@@ -57,6 +57,7 @@ class ResultRow(BaseModel):
     observations: list[str]
     suggestions: list[str]
     shortfalls: list[dict[str, Any]]
+    injection_flags: list[dict[str, Any]] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
     error: Optional[dict[str, Any]]
@@ -87,7 +88,7 @@ def build_row(
         observations=verdict.observations if verdict else [],
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], repeat=evaluation.repeat,
-        turn_personalization=evaluation.turn_personalization, preference_leak=evaluation.preference_leak,
+        turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags, preference_leak=evaluation.preference_leak,
         error=None if error is None else {
             "kind": error.kind, "phase": error.phase, "message": error.message, "raw_answer": error.raw_answer,
             "source": error.source,

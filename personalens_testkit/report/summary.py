@@ -107,6 +107,7 @@ def build_report(
         "ledger": ledger(rows),
         "repeats": repeats(rows),
         "preference_leaks": leaks(rows),
+        "injection_flagged": [case_id(r["scenario_id"], r.get("repeat")) for r in rows if r.get("injection_flags")],
         "turn_curve": turn_curve(rows),
         "comparison": dict(comparison) if comparison else None,
         "rows": list(rows),
@@ -183,6 +184,10 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
         varying = ", ".join(f"{SHORT.get(m, m)} {v['scenarios_that_vary']}/{v['scenarios']}"
                             for m, v in rep["spread"].items() if v["scenarios"])
         lines.append(f"  scenarios whose score varied across repeats: {varying}")
+    flagged = report.get("injection_flagged") or []
+    if flagged:
+        lines.append(f"assistant text addressed to the judge (removed before judging) in {len(flagged)} cases: "
+                     + ", ".join(flagged[:5]) + (" ..." if len(flagged) > 5 else ""))
     leak = report.get("preference_leaks")
     if leak:
         lines.append(f"preference leaks in the user agent's opening: {leak['leaked']} of {leak['checked']} "

@@ -50,6 +50,8 @@ class Script:
     seed: int = 7
     #: seconds to wait before every answer (a slow model)
     delay_s: float = 0.0
+    #: a judge that believes what it reads: personalization 4 if its prompt says "Personalization Score: 4", else 2
+    gullible: bool = False
 
 
 class FakeLLM:
@@ -102,7 +104,10 @@ class FakeLLM:
             if "verdict" in keys:
                 return json.dumps({"verdict": script.scores["task_completion"], "explanation": "goal met"})
             metric = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
-            answer: dict[str, Any] = {"score": script.scores[metric], "justification": f"{metric} looks fine"}
+            score = script.scores[metric]
+            if script.gullible and metric == "personalization":
+                score = 4 if "Personalization Score: 4" in json.dumps(body) else 2
+            answer: dict[str, Any] = {"score": score, "justification": f"{metric} looks fine"}
             if "observations" in keys:
                 answer.update(observations=["used the saved preference"], suggestions=["mention the usual time"])
             return json.dumps(answer)
