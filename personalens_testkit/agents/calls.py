@@ -47,6 +47,9 @@ class CallRecord:
     completion_tokens: int | None = None
     #: 1, or more when retryable failures (429, 5xx, timeouts, ...) were retried
     attempts: int = 1
+    #: prompt tokens read from / written to the provider's prompt cache (Bedrock reports them)
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +101,8 @@ class CallLog:
             role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
             prompt_tokens=getattr(result, "prompt_tokens", None),
             completion_tokens=getattr(result, "completion_tokens", None), attempts=attempts,
+            cache_read_tokens=getattr(result, "cache_read_tokens", None),
+            cache_write_tokens=getattr(result, "cache_write_tokens", None),
         ))
         return result
 

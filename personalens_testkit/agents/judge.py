@@ -116,7 +116,8 @@ class Judge:
              label: str | None = None, turn: int = 0) -> A:
         conversation = fill("judge_conversation", dialogue=dialogue_block(messages))
         request = ChatRequest(
-            messages=(Message("system", fill("judge_system")), Message("user", conversation + rubric)),
+            messages=(Message("system", fill("judge_system")),
+                      Message("user", conversation + rubric, cache_prefix=len(conversation))),
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
             json_schema=SCHEMAS[answer], schema_name=metric.name,
         )

@@ -55,18 +55,20 @@ class UserAgent:
 
     def opening(self, ctx: ScenarioContext, log: CallLog) -> Utterance:
         """The opening query. It never ends the dialogue: a stray TERMINATE is removed and only reported."""
-        prompt = self.prompt_prefix(ctx) + fill("user_opening")
-        text, had_terminate = split_terminate(own_message(self._ask(prompt, log, label="opening", turn=0)))
+        prefix = self.prompt_prefix(ctx)
+        text, had_terminate = split_terminate(own_message(
+            self._ask(prefix + fill("user_opening"), log, label="opening", turn=0, fixed=len(prefix))))
         return Utterance(text, terminate=had_terminate)
 
     def follow_up(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *, turn: int) -> Utterance:
-        prompt = self.prompt_prefix(ctx) + fill("user_followup", dialogue=dialogue_block(messages))
-        text, terminate = split_terminate(own_message(self._ask(prompt, log, label="reply", turn=turn)))
+        prefix = self.prompt_prefix(ctx)
+        prompt = prefix + fill("user_followup", dialogue=dialogue_block(messages))
+        text, terminate = split_terminate(own_message(self._ask(prompt, log, label="reply", turn=turn, fixed=len(prefix))))
         return Utterance(text, terminate)
 
-    def _ask(self, prompt: str, log: CallLog, *, label: str, turn: int) -> str:
+    def _ask(self, prompt: str, log: CallLog, *, label: str, turn: int, fixed: int = 0) -> str:
         request = ChatRequest(
-            messages=(Message("system", fill("user_system")), Message("user", prompt)),
+            messages=(Message("system", fill("user_system")), Message("user", prompt, cache_prefix=fixed)),
             purpose="user_agent", temperature=self.temperature, max_tokens=self.max_tokens, stop=SPEAKER_STOPS,
         )
         return log.chat(self.model, request, role="user_agent", label=label, turn=turn).text

@@ -15,6 +15,8 @@ Purpose = Literal["user_agent", "assistant", "judge"]
 class Message:
     role: Role
     content: str
+    #: how many leading characters stay the same across a scenario's calls (a provider may cache them)
+    cache_prefix: int = field(default=0, compare=False)
 
     def as_dict(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
@@ -43,6 +45,9 @@ class ChatResponse:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
+    #: prompt tokens read from / written to a provider's prompt cache, where it reports them
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

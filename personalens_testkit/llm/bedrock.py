@@ -15,7 +15,7 @@ import json
 from typing import Any, Literal
 
 from ..errors import ModelError
-from .base import ChatRequest, ChatResponse
+from .base import ChatRequest, ChatResponse, Message
 
 JsonMode = Literal["tool", "none"]
 
@@ -26,6 +26,18 @@ RETRYABLE_CODES = frozenset({
 })
 #: Model-id fragments of families that accept a forced tool (toolChoice "tool").
 FORCED_TOOL_FAMILIES = ("anthropic.", "mistral.mistral-large")
+
+
+#: Model-id fragments of families with Bedrock prompt caching (a Converse ``cachePoint``).
+CACHE_FAMILIES = (
+    "anthropic.claude-3-7-sonnet", "anthropic.claude-3-5-haiku", "anthropic.claude-sonnet-4", "anthropic.claude-opus-4",
+    "anthropic.claude-haiku-4", "amazon.nova-micro", "amazon.nova-lite", "amazon.nova-pro", "amazon.nova-premier",
+)
+CACHE_POINT = {"cachePoint": {"type": "default"}}
+
+
+def supports_prompt_cache(model_id: str) -> bool:
+    return any(family in model_id for family in CACHE_FAMILIES)
 
 
 def default_json_mode(model_id: str) -> JsonMode:
@@ -76,10 +88,12 @@ class BedrockChat:
     def __init__(
         self, *, spec: str, model_id: str, region: str | None = None, client: Any = None,
         json_mode: JsonMode | None = None, max_attempts: int = 8, endpoint_url: str | None = None,
-        replay_only: bool = False,
+        replay_only: bool = False, prompt_cache: bool | None = None,
     ) -> None:
         self.spec = spec
         self.model_id = model_id
+        #: mark each prompt's fixed part as a cache point (None: by model family)
+        self.prompt_cache = supports_prompt_cache(model_id) if prompt_cache is None else prompt_cache
         self.json_mode: JsonMode = json_mode or default_json_mode(model_id)
         self._client = client if client is not None else make_client(
             region, max_attempts=max_attempts, endpoint_url=endpoint_url, replay_only=replay_only)
@@ -92,7 +106,9 @@ class BedrockChat:
         return self.json_mode != "none"
 
     def converse_args(self, request: ChatRequest) -> dict[str, Any]:
-        system = [{"text": m.content} for m in request.messages if m.role == "system"]
+        system: list[dict[str, Any]] = [{"text": m.content} for m in request.messages if m.role == "system"]
+        if system and self.prompt_cache:
+            system.append(CACHE_POINT)
         turns = [m for m in request.messages if m.role != "system"]
         inference: dict[str, Any] = {
             key: value for key, value in (
@@ -104,7 +120,7 @@ class BedrockChat:
         args: dict[str, Any] = {
             "modelId": self.model_id,
             # Converse refuses blank text: a user message that was only TERMINATE is sent as a marker
-            "messages": [{"role": m.role, "content": [{"text": m.content or "(empty message)"}]} for m in turns],
+            "messages": [{"role": m.role, "content": self._content(m)} for m in turns],
             "inferenceConfig": inference,
         }
         if system:
@@ -119,6 +135,14 @@ class BedrockChat:
                 "toolChoice": {"tool": {"name": request.schema_name}},
             }
         return args
+
+    def _content(self, message: Message) -> list[dict[str, Any]]:
+        """A message's content blocks; with prompt caching, a cache point after its fixed prefix."""
+        text = message.content or "(empty message)"
+        cut = message.cache_prefix
+        if self.prompt_cache and 0 < cut < len(text):
+            return [{"text": text[:cut]}, CACHE_POINT, {"text": text[cut:]}]
+        return [{"text": text}]
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -147,10 +171,10 @@ class BedrockChat:
         tool_inputs = [block["toolUse"]["input"] for block in content if "toolUse" in block]
         text = json.dumps(tool_inputs[0]) if tool_inputs else "".join(block.get("text", "") for block in content)
         usage = response.get("usage", {})
-        extra = {k: usage[k] for k in ("cacheReadInputTokens", "cacheWriteInputTokens") if k in usage}
         return ChatResponse(
             text=text, model=self.model_id, prompt_tokens=usage.get("inputTokens"),
-            completion_tokens=usage.get("outputTokens"), finish_reason=response.get("stopReason"), extra=extra,
+            completion_tokens=usage.get("outputTokens"), finish_reason=response.get("stopReason"),
+            cache_read_tokens=usage.get("cacheReadInputTokens"), cache_write_tokens=usage.get("cacheWriteInputTokens"),
         )
 
     def close(self) -> None:

@@ -61,6 +61,8 @@ class BedrockModel(_Entry):
     max_attempts: int = Field(default=8, ge=1, le=20)
     #: another bedrock-runtime endpoint (a VPC endpoint, a proxy); None: the region's
     endpoint_url: Optional[str] = Field(default=None, pattern=r"^https?://")
+    #: mark each prompt's fixed part for Bedrock prompt caching; None: on for model families that support it
+    prompt_cache: Optional[bool] = None
 
     def spec(self) -> str:
         return f"bedrock:{self.model}"

@@ -25,7 +25,8 @@ ROLES = ("user_agent", "assistant", "judge")
 def ledger(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Calls and tokens per role, in total and per scenario."""
     def empty() -> dict[str, int]:
-        return {"calls": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        return {"calls": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                "cache_read_tokens": 0, "cache_write_tokens": 0}
 
     total: dict[str, dict[str, int]] = {role: empty() for role in ROLES}
     per_scenario: dict[str, dict[str, dict[str, int]]] = {}
@@ -38,6 +39,8 @@ def ledger(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 entry["retries"] += (call.get("attempts") or 1) - 1
                 entry["prompt_tokens"] += call.get("prompt_tokens") or 0
                 entry["completion_tokens"] += call.get("completion_tokens") or 0
+                entry["cache_read_tokens"] += call.get("cache_read_tokens") or 0
+                entry["cache_write_tokens"] += call.get("cache_write_tokens") or 0
     return {"total": total, "per_scenario": per_scenario}
 
 
@@ -175,6 +178,8 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
     lines.append("calls and tokens: " + "; ".join(
         f"{role.replace('_', ' ')} {v['calls']} calls" + (f" ({v['retries']} retries)" if v.get("retries") else "")
         + f", {v['prompt_tokens']:,} prompt + {v['completion_tokens']:,} completion"
+        + (f" (cache: {v['cache_read_tokens']:,} read, {v['cache_write_tokens']:,} written)"
+           if v.get("cache_read_tokens") or v.get("cache_write_tokens") else "")
         for role, v in total.items()))
     rep = report.get("repeats")
     if rep:

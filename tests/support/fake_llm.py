@@ -65,6 +65,8 @@ class FakeLLM:
         self.in_flight = 0
         self.max_in_flight = 0
         self.arrivals: list[float] = []
+        #: Converse prompt prefixes marked with a cachePoint so far
+        self.cached_prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._random = random.Random(self.script.seed)
         handler = self._handler()
@@ -138,7 +140,12 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length))
                 converse = self.path.startswith("/model/") and self.path.endswith("/converse")
                 if converse:
+                    prefix = _cached_prefix(body)
                     body = _chat_from_converse(body)
+                    if prefix is not None:
+                        with fake._lock:
+                            body["_cached"] = prefix in fake.cached_prefixes
+                            fake.cached_prefixes.add(prefix)
                 with fake._lock:
                     fake.requests.append(body)
                     fake.headers.append(dict(self.headers))
@@ -213,7 +220,7 @@ def _metric_from_prompt(body: dict[str, Any]) -> str:
 
 def _chat_from_converse(body: dict[str, Any]) -> dict[str, Any]:
     """A Converse request as the chat-completions body :meth:`FakeLLM.answer` reads."""
-    messages = [{"role": "system", "content": block["text"]} for block in body.get("system", [])]
+    messages = [{"role": "system", "content": block["text"]} for block in body.get("system", []) if "text" in block]
     messages += [{"role": m["role"], "content": "".join(b.get("text", "") for b in m["content"])} for m in body["messages"]]
     chat: dict[str, Any] = {"model": body.get("modelId", "bedrock"), "messages": messages}
     tools = body.get("toolConfig", {}).get("tools", [])
@@ -223,13 +230,23 @@ def _chat_from_converse(body: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
+def _cached_prefix(body: dict[str, Any]) -> str | None:
+    """Everything before the last cachePoint of a Converse request, or None without one."""
+    blocks = [*body.get("system", []), *(b for m in body["messages"] for b in m["content"])]
+    cuts = [i for i, block in enumerate(blocks) if "cachePoint" in block]
+    return json.dumps(blocks[: cuts[-1]]) if cuts else None
+
+
 def _converse_answer(chat: dict[str, Any], text: str) -> dict[str, Any]:
     if "response_format" in chat:
         name = chat["response_format"]["json_schema"]["name"]
         content: list[dict[str, Any]] = [{"toolUse": {"toolUseId": "t1", "name": name, "input": json.loads(text)}}]
     else:
         content = [{"text": text}]
-    tokens = {"inputTokens": len(json.dumps(chat)) // 4, "outputTokens": len(text) // 4}
+    tokens: dict[str, int] = {"inputTokens": len(json.dumps(chat)) // 4, "outputTokens": len(text) // 4}
+    cached = chat.pop("_cached", None)  # a prompt cache: the first request with a prefix writes it, later ones read it
+    if cached is not None:
+        tokens["cacheReadInputTokens" if cached else "cacheWriteInputTokens"] = 500
     return {
         "output": {"message": {"role": "assistant", "content": content}}, "stopReason": "end_turn",
         "usage": {**tokens, "totalTokens": sum(tokens.values())}, "metrics": {"latencyMs": 1},
