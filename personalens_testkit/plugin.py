@@ -280,17 +280,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 class ControllerHooks:
     """Hooks of the controlling process only: it alone writes the results file."""
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        row = getattr(report, "personalens_row", None)
-        if row is not None and self.state.writer is not None:
-            self.state.writer.write(row)
-
     def __init__(self, state: RunState) -> None:
         self.state = state
         self.report: dict[str, Any] | None = None
         self.written: dict[str, Any] = {}
         self.recorded_rows = 0
         self.failures: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = getattr(report, "personalens_row", None)
+        if row is not None and self.state.writer is not None:
+            self.state.writer.write(row)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; a failed gate fails the run."""
