@@ -1,0 +1,96 @@
+"""Live concurrency against a loopback OpenAI-compatible server that answers after a fixed delay
+(200 ms by default): wall time of ``pytest suites/ -n W`` next to the ideal (calls x delay / W),
+and next to a sequential loop over the same scenarios in one process (the upstream benchmark's
+way of running).
+
+    python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2]
+
+Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
+>= 0.8), sequential seconds and the speed-up (sequential / parallel; target >= 12). The
+scenarios are a deterministic slice of the sample (``--shard``), the dialogues capped at one
+turn, every call recorded to a throwaway cassette folder as in a real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.fake_llm import FakeLLM, Script  # noqa: E402  (the tests' loopback server)
+
+SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
+
+
+def options(shard: str, tmp: Path) -> list[str]:
+    return [*SPECS, "--shard", shard, "--max-turns", "1", "--record-mode", "all", "--task-kind", "sd",
+            "--cassette-dir", str(tmp / "cassettes"), "--results-dir", str(tmp / "results")]
+
+
+def parallel(shard: str, workers: int, url: str, tmp: Path) -> tuple[float, int]:
+    env = {**os.environ, "OPENAI_BASE_URL": url}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", "-n", str(workers),
+                           *options(shard, tmp)], cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    match = re.search(r"(\d+) passed", done.stdout)
+    if not match:
+        raise SystemExit(f"the parallel run failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    return wall, int(match.group(1))
+
+
+def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
+    """The same scenarios in a plain loop, one after the other, in this process."""
+    from personalens_testkit.config import resolve_settings
+    from personalens_testkit.data.models import TaskKind
+    from personalens_testkit.session import RunState
+
+    os.environ["OPENAI_BASE_URL"] = url
+    names = ["user_model", "judge_model", "assistant_model", "shard", "max_turns", "record_mode", "task_kind",
+             "cassette_dir", "results_dir"]
+    values = ["openai:fake-user", "openai:fake-judge", "openai:fake-bot", shard, 1, "all", "sd",
+              str(tmp / "cassettes-seq"), str(tmp / "results-seq")]
+    settings = resolve_settings(dict(zip(names, values)), ROOT, os.environ)
+    state = RunState(settings, run_id="sequential", is_controller=True)
+    cases = state.cases(TaskKind.SD)
+    started = time.perf_counter()
+    for scenario, repeat in cases:
+        evaluation = state.evaluate(scenario, repeat=repeat)
+        assert evaluation.error is None, evaluation.error
+    wall = time.perf_counter() - started
+    state.close()
+    return wall, len(cases)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", type=int, default=96, help="about this many single-domain scenarios")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--delay", type=float, default=0.2, help="the server's answer delay in seconds")
+    parser.add_argument("--skip-sequential", action="store_true")
+    args = parser.parse_args()
+    shard = f"1/{max(1, 3283 // args.scenarios)}"
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=1, delay_s=args.delay)) as fake:
+        wall, cases = parallel(shard, args.workers, fake.url, Path(tmp))
+        calls = len(fake.requests)
+        ideal = calls * args.delay / args.workers
+        print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}")
+        print(f"parallel (-n {args.workers}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
+        if not args.skip_sequential:
+            before = len(fake.requests)
+            seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))
+            print(f"sequential loop: {seq_wall:.1f} s for {seq_cases} scenarios ({len(fake.requests) - before} calls); "
+                  f"speed-up {seq_wall / wall:.1f}x (target >= 12)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
