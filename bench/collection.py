@@ -26,7 +26,7 @@ def collect(extra: list[str]) -> tuple[int, float, float, float]:
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", "-p", "no:deepeval", *extra],
+            [sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", "-p", "no:deepeval", "--record-mode", "all", *extra],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
         )
         _, _, usage = os.wait4(process.pid, 0)
