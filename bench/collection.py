@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: as a user runs pytest: with bytecode caching (a PYTHONDONTWRITEBYTECODE=1 shell would make every
+#: process compile every module, and pytest rewrite every plugin module, again)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def collect(extra: list[str]) -> tuple[int, float, float, float]:
@@ -27,7 +30,7 @@ def collect(extra: list[str]) -> tuple[int, float, float, float]:
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", "-p", "no:deepeval", "--record-mode", "all", *extra],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=ENV,
         )
         _, _, usage = os.wait4(process.pid, 0)
         process.returncode = 0

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: as a user runs pytest: with bytecode caching (a PYTHONDONTWRITEBYTECODE=1 shell would make every
+#: process compile every module, and pytest rewrite every plugin module, again)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 sys.path.insert(0, str(ROOT))
 
 from tests.support.fake_llm import FakeLLM, Script  # noqa: E402  (the tests' loopback server)
@@ -36,7 +39,7 @@ def options(shard: str, tmp: Path) -> list[str]:
 
 
 def parallel(shard: str, workers: int, url: str, tmp: Path) -> tuple[float, int]:
-    env = {**os.environ, "OPENAI_BASE_URL": url}
+    env = {**ENV, "OPENAI_BASE_URL": url}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", "-n", str(workers),
                            *options(shard, tmp)], cwd=ROOT, env=env, capture_output=True, text=True)

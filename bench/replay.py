@@ -10,6 +10,7 @@ machine hits both alike; the ratio (replay / bare) is the figure, the target is 
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import lzma
 import re
@@ -21,6 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: as a user runs pytest: with bytecode caching (a PYTHONDONTWRITEBYTECODE=1 shell would make every
+#: process compile every module, and pytest rewrite every plugin module, again)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 BARE_TEST = '''
 import json, lzma, pathlib
@@ -39,7 +43,7 @@ def test_read(path):
 def run_pytest(args: list[str], cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, capture_output=True, text=True)
+                          cwd=cwd, capture_output=True, text=True, env=ENV)
     return time.perf_counter() - started, done.stdout + done.stderr
 
 
