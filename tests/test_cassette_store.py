@@ -99,7 +99,7 @@ def test_botocore_never_retries_a_replay_miss(tmp_path, monkeypatch):
     attempts = []
     client.meta.events.register("before-send.*", lambda **kwargs: attempts.append(1))
     tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference"))
-    with tapes.vcr().use_cassette(str(tmp_path / "empty.json.xz"), record_mode="none"):
+    with tapes.use(tmp_path / "empty.json.xz", "none"):
         with pytest.raises(CannotOverwriteExistingCassetteException) as caught:
             client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
     assert caught.value.reason == "cassette_not_found"
@@ -112,7 +112,7 @@ def test_recorded_requests_keep_no_headers_but_the_harmless(tmp_path, monkeypatc
     monkeypatch.setenv("PLANTED_API_KEY", "planted-value-0001")
     tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
     path = tmp_path / "h.json.xz"
-    with FakeLLM() as fake, tapes.vcr().use_cassette(str(path), record_mode="all"):
+    with FakeLLM() as fake, tapes.use(path, "all"):
         httpx.post(f"{fake.url}/chat/completions?key=planted-value-0001", json={"messages": [{"role": "user", "content": "x"}]},
                    headers={"Authorization": "Bearer planted-value-0001", "Cookie": "s=planted-value-0001",
                             "X-Amz-Security-Token": "planted-value-0001", "User-Agent": "agent"})

@@ -27,11 +27,10 @@ from ..agents.calls import CALL_ERRORS, CURRENT_CALL, CallSite
 from ..assistants.base import Assistant, AssistantInput, AssistantReply
 from ..assistants.contract import parse_reply, request_payload
 from ..errors import PersonalensError, ReplayMissError
-from .scrub import CALL_HEADER, body_difference, json_body_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
+from .scrub import CALL_HEADER, body_difference, call_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
 from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
-MATCH_ON = ("method", "scheme", "host", "port", "path", "query", "json_body")
 
 #: The cassette open in this thread, if any (the bot wrapper writes and reads its turns there).
 ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
@@ -61,6 +60,7 @@ class TapeSettings:
 class Tapes:
     settings: TapeSettings
     secrets: list[tuple[str, str]] = field(default_factory=secret_values)
+    _memo: dict[tuple[str, Any], tuple[str, bytes | None]] = field(default_factory=dict, repr=False)
 
     @property
     def folder(self) -> Path:
@@ -81,32 +81,44 @@ class Tapes:
 
     # -- vcrpy hooks --------------------------------------------------------------------
     def before_record_request(self, request: Any) -> Any:
+        """The request as matched and stored: a new object (the live one is never changed)."""
+        from vcr.request import Request
+
         site = CURRENT_CALL.get()
         synthetic = request.uri == ASSISTANT_URI
         if self.settings.assistant_is_bot and site is not None and site.role == "assistant" and not synthetic:
             return None  # the bot's own traffic: live, and not recorded (its turns are)
-        request.uri = normalise_uri(request.uri)
-        request.body = scrub_body(request.body, self.secrets)
+        uri, body = self._cleaned(request.uri, request.body)
         headers = scrub_request_headers(request.headers)
         if site is not None:
             headers[CALL_HEADER] = f"{site.role};{site.label};{site.turn}"
-        request.headers = headers
-        return request
+        return Request(request.method, uri, body, headers)
+
+    def _cleaned(self, uri: str, body: Any) -> tuple[str, bytes | None]:
+        """Normalised URI and scrubbed body, memoised: vcrpy filters each request several times."""
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        key = (uri, data)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) > 256:
+                self._memo.clear()
+            found = self._memo[key] = (normalise_uri(uri), scrub_body(data, self.secrets))
+        return found
 
     def before_record_response(self, response: dict[str, Any]) -> dict[str, Any]:
-        return scrub_response(response, self.secrets)
+        from vcr.filters import decode_response
 
-    def vcr(self) -> Any:
-        import vcr
+        return scrub_response(decode_response(response), self.secrets)
 
-        recorder = vcr.VCR(
-            serializer="json-bytes", match_on=MATCH_ON, decode_compressed_response=True,
-            before_record_request=self.before_record_request, before_record_response=self.before_record_response,
+    def use(self, path: Path, mode: str) -> Any:
+        """vcrpy's cassette context for ``path`` in record ``mode`` (our storage, matching and filters)."""
+        from vcr.cassette import Cassette
+
+        return Cassette.use(
+            path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
+            match_on=(call_matcher,), before_record_request=self.before_record_request,
+            before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
         )
-        recorder.register_serializer("json-bytes", JsonBytesSerializer)
-        recorder.register_persister(XzPersister)
-        recorder.register_matcher("json_body", json_body_matcher)
-        return recorder
 
 
 class ScenarioTape:
@@ -166,7 +178,7 @@ class ScenarioTape:
         self._stack.enter_context(_set(ACTIVE, cassette))
 
     def _use(self, path: Path, mode: str) -> Any:
-        return self.tapes.vcr().use_cassette(str(path), record_mode=mode, drop_unused_requests=mode == "all")
+        return self.tapes.use(path, mode)
 
     # -- misses ---------------------------------------------------------------------------
     def explain(self, exc: BaseException, site: CallSite) -> PersonalensError | None:
