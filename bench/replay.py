@@ -1,7 +1,10 @@
 """Cassette size and replay speed: bytes per scenario, and the time to replay N scenarios next to
 the time of N bare pytest cases that only read and decompress the same cassette files.
 
-    python bench/replay.py [--cassette-dir cassettes] [--assistant reference] [--repeat 3] [-n 1]
+    python bench/replay.py                          # the shipped recording (cassettes/reference)
+    python bench/replay.py --synthesise 4096        # record 4,096 sample scenarios against a loopback
+                                                    # server first, then replay those
+    options: [--workers 0,2] [--repeat 3] [--cassette-dir DIR --assistant NAME]
 
 Both runs are fresh pytest processes started from this process, alternating, so the noisy
 machine hits both alike; the ratio (replay / bare) is the figure, the target is <= 3.
@@ -10,9 +13,9 @@ machine hits both alike; the ratio (replay / bare) is the figure, the target is 
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import lzma
+import os
 import re
 import statistics
 import subprocess
@@ -25,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: as a user runs pytest: with bytecode caching (a PYTHONDONTWRITEBYTECODE=1 shell would make every
 #: process compile every module, and pytest rewrite every plugin module, again)
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+FAKE_SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge",
+              "--assistant-model", "openai:fake-bot"]
 
 BARE_TEST = '''
 import json, lzma, pathlib
@@ -40,10 +45,10 @@ def test_read(path):
 '''
 
 
-def run_pytest(args: list[str], cwd: Path) -> tuple[float, str]:
+def run_pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=cwd, capture_output=True, text=True, env=ENV)
+                          cwd=cwd, capture_output=True, text=True, env=env or ENV)
     return time.perf_counter() - started, done.stdout + done.stderr
 
 
@@ -52,39 +57,29 @@ def passed(output: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cassette-dir", default=str(ROOT / "cassettes"))
-    parser.add_argument("--assistant", default="reference")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("-n", dest="workers", default="0", help="xdist workers for both runs (0: none)")
-    args = parser.parse_args()
+def synthesise(count: int, cassette_dir: Path, results: Path, url: str) -> int:
+    """Record ``count`` sample scenarios (a deterministic slice) against the loopback server."""
+    shard = [] if count >= 4096 else ["--shard", f"1/{4096 // count}"]
+    wall, out = run_pytest(["suites/", *FAKE_SPECS, *shard, "--record-mode", "all", "-n", "2",
+                            "--cassette-dir", str(cassette_dir), "--results-dir", str(results)],
+                           ROOT, {**ENV, "OPENAI_BASE_URL": url})
+    recorded = passed(out)
+    print(f"synthesised {recorded} cassettes against a loopback server in {wall:.0f} s")
+    return recorded
 
-    folder = Path(args.cassette_dir).resolve() / args.assistant
+
+def measure(folder: Path, replay_args: list[str], workers: str, repeat: int, env: dict[str, str]) -> list[float]:
     files = sorted(folder.glob("*.json.xz"))
-    if not files:
-        raise SystemExit(f"no cassettes in {folder}")
-    sizes = [p.stat().st_size for p in files]
-    raw = [len(lzma.decompress(p.read_bytes())) for p in files]
-    calls = [len(json.loads(lzma.decompress(p.read_bytes()))["interactions"]) for p in files]
-    print(f"cassettes: {len(files)} in {folder}")
-    print(f"bytes per scenario (xz): mean {statistics.mean(sizes):,.0f}, min {min(sizes):,}, max {max(sizes):,}; "
-          f"total {sum(sizes):,}")
-    print(f"bytes per scenario (JSON before xz): mean {statistics.mean(raw):,.0f} "
-          f"(xz keeps {sum(sizes) / sum(raw):.1%}); calls per scenario: mean {statistics.mean(calls):.1f}")
-
-    xdist = ["-n", args.workers] if args.workers != "0" else []
+    xdist = ["-n", workers] if workers != "0" else []
+    ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         bare_dir = Path(tmp) / "bare"
         bare_dir.mkdir()
         (bare_dir / "test_bare.py").write_text(BARE_TEST.format(folder=str(folder)))
         (bare_dir / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
-        replay_args = ["suites/", "-p", "no:deepeval", "--cassette-dir", str(Path(args.cassette_dir).resolve()),
-                       "--assistant", args.assistant, "--results-dir", str(Path(tmp) / "results"), *xdist]
-        print(f"{'run':8} {'replay s':>9} {'bare s':>8} {'ratio':>6}  (N = {len(files)} scenarios, workers {args.workers})")
-        ratios = []
-        for attempt in range(1, args.repeat + 1):
-            replay_s, out = run_pytest(replay_args, ROOT)
+        print(f"{'run':8} {'replay s':>9} {'bare s':>8} {'ratio':>6}  (N = {len(files)} scenarios, workers {workers})")
+        for attempt in range(1, repeat + 1):
+            replay_s, out = run_pytest([*replay_args, "--results-dir", str(Path(tmp) / "results"), *xdist], ROOT, env)
             if passed(out) + len(re.findall(r" failed", out)) == 0:
                 raise SystemExit(f"the replay ran nothing:\n{out[-2000:]}")
             bare_s, bare_out = run_pytest([*xdist, "test_bare.py"], bare_dir)
@@ -92,7 +87,55 @@ def main() -> int:
                 raise SystemExit(f"the bare run failed:\n{bare_out[-2000:]}")
             ratios.append(replay_s / bare_s)
             print(f"{attempt:<8} {replay_s:>9.2f} {bare_s:>8.2f} {replay_s / bare_s:>6.2f}")
-        print(f"median ratio replay / bare: {statistics.median(ratios):.2f} (target <= 3)")
+    print(f"median ratio replay / bare at workers {workers}: {statistics.median(ratios):.2f} (target <= 3)")
+    return ratios
+
+
+def sizes(folder: Path) -> None:
+    files = sorted(folder.glob("*.json.xz"))
+    if not files:
+        raise SystemExit(f"no cassettes in {folder}")
+    size = [p.stat().st_size for p in files]
+    raw = [lzma.decompress(p.read_bytes()) for p in files]
+    calls = [len(json.loads(r)["interactions"]) for r in raw]
+    print(f"cassettes: {len(files)} in {folder}")
+    print(f"bytes per scenario (xz): mean {statistics.mean(size):,.0f}, min {min(size):,}, max {max(size):,}; "
+          f"total {sum(size):,}")
+    print(f"bytes per scenario (JSON before xz): mean {statistics.mean(len(r) for r in raw):,.0f} "
+          f"(xz keeps {sum(size) / sum(len(r) for r in raw):.1%}); calls per scenario: mean {statistics.mean(calls):.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cassette-dir", default=str(ROOT / "cassettes"))
+    parser.add_argument("--assistant", default="reference")
+    parser.add_argument("--synthesise", type=int, default=0, metavar="N",
+                        help="first record N sample scenarios against a loopback server, and replay those")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", default="0", help="comma-separated xdist worker counts (0: no xdist)")
+    args = parser.parse_args()
+
+    if not args.synthesise:
+        folder = Path(args.cassette_dir).resolve() / args.assistant
+        sizes(folder)
+        replay = ["suites/", "-p", "no:deepeval", "--cassette-dir", str(Path(args.cassette_dir).resolve()),
+                  "--assistant", args.assistant]
+        for workers in args.workers.split(","):
+            measure(folder, replay, workers, args.repeat, ENV)
+        return 0
+
+    sys.path.insert(0, str(ROOT))
+    from tests.support.fake_llm import FakeLLM, Script  # the tests' loopback server
+
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=2)) as fake:
+        cassettes = Path(tmp) / "cassettes"
+        synthesise(args.synthesise, cassettes, Path(tmp) / "recording", fake.url)
+        folder = cassettes / "reference"
+        sizes(folder)
+        replay = ["suites/", "-p", "no:deepeval", *FAKE_SPECS, "--cassette-dir", str(cassettes)]
+        dead = {**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # a replay must not need the server
+        for workers in args.workers.split(","):
+            measure(folder, replay, workers, args.repeat, dead)
     return 0
 
 
