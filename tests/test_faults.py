@@ -93,12 +93,12 @@ def test_a_scenario_time_limit_stops_the_dialogue_as_an_error(pytester):
 
 
 @pytest.mark.parametrize("limit, check", [
-    ("--max-concurrency=2", lambda fake: fake.max_in_flight == 2),
+    ("--max-concurrency=2", lambda fake: fake.max_in_flight <= 2),
     ("--max-rps=8", lambda fake: max(sum(1 for t in fake.arrivals if start <= t < start + 1.0)
                                      for start in fake.arrivals) <= 9),
 ])
 def test_limits_hold_across_xdist_workers(pytester, limit, check):
-    with FakeLLM(Script(terminate_after=1, delay_s=0.1)) as fake:
+    with FakeLLM(Script(terminate_after=1, delay_s=0.3)) as fake:
         project_for(pytester, fake.url)
         result = pytester.runpytest_subprocess("--profiles", "7", "--domains", "Alarm,Books", "--max-turns", "1",
                                                "-n", "4", limit, timeout=300)
@@ -107,7 +107,7 @@ def test_limits_hold_across_xdist_workers(pytester, limit, check):
 
 
 def test_without_limits_four_workers_overlap(pytester):
-    with FakeLLM(Script(terminate_after=1, delay_s=0.1)) as fake:
+    with FakeLLM(Script(terminate_after=1, delay_s=0.3)) as fake:
         project_for(pytester, fake.url)
         pytester.runpytest_subprocess("--profiles", "7", "--domains", "Alarm,Books", "--max-turns", "1", "-n", "4",
                                       timeout=300)
