@@ -31,7 +31,7 @@ from .errors import ModelServerError, PersonalensError, UsageError
 from .evaluation import Evaluation, Evaluator
 from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
-from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, wait_until_healthy
+from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
 from .llm.entries import BedrockModel
 from .llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
@@ -45,8 +45,9 @@ from .report.results import ResultsWriter, RunInfo
 
 #: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
 BOT_KINDS = frozenset({"http", "python", "command", "openai"})
-#: Where a model that is only replayed "runs" (never contacted: the cassette answers; normalised away).
-REPLAY_ONLY_URL = "http://127.0.0.1:9"
+#: Where an embedded model that is only replayed "runs": never contacted (the cassette answers), and the
+#: same address as a live one once normalised (loopback host and port -> ``local``, the path kept).
+REPLAY_ONLY_URL = server_url(9)
 
 
 @dataclass(frozen=True)

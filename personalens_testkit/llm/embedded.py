@@ -135,7 +135,7 @@ class EmbeddedServer:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        self.handle = ServerHandle(f"http://127.0.0.1:{port}/v1", self.process.pid, str(self.log_path))
+        self.handle = ServerHandle(server_url(port), self.process.pid, str(self.log_path))
         return self.handle
 
     def stop(self) -> None:
@@ -162,6 +162,11 @@ def _alive(pid: int) -> bool:
     with contextlib.suppress(OSError, IndexError):
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
     return True
+
+
+def server_url(port: int) -> str:
+    """The OpenAI-compatible base URL of an embedded server on a loopback port."""
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, log_path: str | None = None) -> None:

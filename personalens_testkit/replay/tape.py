@@ -204,6 +204,9 @@ def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: 
     for stored, _ in cassette.data:
         values = stored.headers.get(CALL_HEADER) or []
         if label in (values if isinstance(values, list) else [values]):
+            now = normalise_uri(getattr(request, "uri", ""))
+            if now != stored.uri:
+                return f" (the recorded request of this call went to {stored.uri}, this one to {now})"
             found = body_difference(stored.body, scrub_body(getattr(request, "body", None), secrets))
             return f" (the recorded request of this call {found})" if found else ""
     return " (the recording has no such call)"
