@@ -5,13 +5,21 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import httpcore  # noqa: F401
 import pytest
+import vcr.cassette  # noqa: F401
+import vcr.stubs.httpx_stubs  # noqa: F401
 
 from personalens_testkit.data import bundled_root
 
 from .support.fake_llm import FakeLLM, Script
 
 pytest_plugins = ["pytester"]
+
+# The modules above are imported here, before any in-process pytester run: pytester removes the
+# modules a run imported when it ends, and an httpcore imported again afterwards has new exception
+# classes that httpx's cached exception map no longer recognises (a later test then sees a raw
+# httpcore.ConnectError instead of httpx.ConnectError).
 
 
 @pytest.fixture
