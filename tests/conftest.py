@@ -37,3 +37,13 @@ def data_copy(tmp_path: Path) -> Path:
     for user in ("user7", "user53"):
         shutil.copytree(src / "profile" / user, dst / "profile" / user)
     return dst.parent
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dummy credentials and region, no shared AWS files: boto3 is set up, nothing leaves the machine."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))

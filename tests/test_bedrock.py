@@ -24,14 +24,7 @@ CLAUDE_35 = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
 CLAUDE_3 = "anthropic.claude-3-sonnet-20240229-v1:0"
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch, tmp_path):
-    """Dummy credentials and region: the Stubber answers, nothing leaves the machine."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+pytestmark = pytest.mark.usefixtures("aws_env")
 
 
 def stubbed(model_id: str) -> tuple[BedrockChat, Stubber]:

@@ -6,8 +6,6 @@ none is lost; retries are counted."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +14,17 @@ from personalens_testkit.errors import ModelError
 from personalens_testkit.llm.retry import RetryPolicy
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 CAUSES = ("HTTP 429", "HTTP 500", "no answer within the time limit", "cannot reach", "malformed answer")
 
 
 def project_for(pytester: pytest.Pytester, url: str, extra: str = "") -> None:
-    for name in ("test_single_domain.py", "test_multi_domain.py"):
-        shutil.copy(SUITES / name, pytester.path / name)
-    pytester.makeini("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-                     "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
     models = "".join(
         f'[models.{name}]\nkind = "openai"\nmodel = "fake-{name}"\nbase_url = "{url}"\ntimeout_s = 1.0\n'
         for name in ("user", "judge", "bot"))
-    pytester.makefile(".toml", personalens=f'record_mode = "all"\nretry_initial_s = 0.01\nretry_max_s = 0.05\n'
-                                           f'user_model = "user"\njudge_model = "judge"\nassistant_model = "bot"\n{extra}{models}')
+    suite_project(pytester, f'record_mode = "all"\nretry_initial_s = 0.01\nretry_max_s = 0.05\n'
+                            f'user_model = "user"\njudge_model = "judge"\nassistant_model = "bot"\n{extra}{models}')
 
 
 def test_a_run_with_twenty_percent_faults_loses_nothing_and_misscores_nothing(pytester):

@@ -5,7 +5,6 @@ with a gullible scripted judge (deterministic) and with the real embedded judge.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from personalens_testkit.agents.injection import MARKER, find_injections, neutra
 from personalens_testkit.llm.base import Message
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "examples" / "adversarial_bot"
@@ -37,12 +37,9 @@ def test_text_addressed_to_the_judge_is_found_and_removed_but_ordinary_text_is_n
 
 
 def project_for(pytester: pytest.Pytester, extra: str = "") -> None:
-    shutil.copy(ROOT / "suites" / "test_single_domain.py", pytester.path)
-    pytester.makeini("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-                     "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
     entries = "".join(f'[assistants.{name}]\nkind = "python"\ncallable = "bot:{name}"\npath = ["{BOT}"]\n'
                       for name in ("honest", "injected"))
-    pytester.makefile(".toml", personalens=extra + entries)
+    suite_project(pytester, extra + entries, suites=("test_single_domain.py",))
 
 
 def scored(pytester: pytest.Pytester, *args: str) -> dict:

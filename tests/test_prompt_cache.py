@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import lzma
-import shutil
-from pathlib import Path
 
 import pytest
 from botocore.stub import Stubber
@@ -17,19 +15,13 @@ from personalens_testkit.llm.base import ChatRequest, Message
 from personalens_testkit.llm.bedrock import BedrockChat, make_client, supports_prompt_cache
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
 SONNET_37 = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"
 SONNET_3 = "anthropic.claude-3-sonnet-20240229-v1:0"
-ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+pytestmark = pytest.mark.usefixtures("aws_env")
 
 
 def request() -> ChatRequest:
@@ -66,12 +58,8 @@ def test_no_cache_points_on_models_without_prompt_caching():
 
 
 def test_a_recorded_converse_cassette_carries_the_cache_points_and_the_ledger_counts_cache_tokens(pytester):
-    for name in ("test_single_domain.py", "test_multi_domain.py"):
-        shutil.copy(ROOT / "suites" / name, pytester.path / name)
-    pytester.makeini("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-                     "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
     with FakeLLM(Script(terminate_after=1)) as fake:
-        pytester.makefile(".toml", personalens=f'''
+        suite_project(pytester, f'''
 user_model = "claude"
 judge_model = "claude"
 assistant_model = "openai:fake-bot"

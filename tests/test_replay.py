@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import lzma
-import shutil
 from pathlib import Path
 
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm"]
 #: nothing listens there: a replay that tried to call a model would fail
@@ -22,13 +21,7 @@ TIMINGS = ("run_id", "started_at", "finished_at", "seconds", "transcript_path")
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("test_single_domain.py", "test_multi_domain.py"):
-        shutil.copy(SUITES / name, pytester.path / name)
-    pytester.makeini(
-        "[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
-    )
-    return pytester
+    return suite_project(pytester)
 
 
 def run(project: pytest.Pytester, url: str, *args: str, subprocess: bool = False) -> pytest.RunResult:

@@ -4,7 +4,6 @@ server), and the report/compare/agreement commands."""
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from personalens_testkit.cli import main as cli
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm", "--max-turns", "2"]
 GATES = """
@@ -32,14 +31,7 @@ aggregate:
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("test_single_domain.py", "test_multi_domain.py"):
-        shutil.copy(SUITES / name, pytester.path / name)
-    pytester.makeini(
-        "[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
-    )
-    pytester.makefile(".toml", personalens='record_mode = "all"\n')
-    return pytester
+    return suite_project(pytester, 'record_mode = "all"\n')
 
 
 def gates_file(project: pytest.Pytester, *gates: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import lzma
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,19 +19,15 @@ from personalens_testkit.cli import main as cli
 from personalens_testkit.report.results import read_rows
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import suite_project
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 SELECTION = ["--profiles", "7", "--domains", "Alarm,Books", "--max-turns", "1"]
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    for name in ("test_single_domain.py", "test_multi_domain.py"):
-        shutil.copy(SUITES / name, pytester.path / name)
-    pytester.makeini("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
-                     "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
-    return pytester
+    return suite_project(pytester)
 
 
 def latest_results(project: pytest.Pytester) -> Path:

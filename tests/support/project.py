@@ -1,0 +1,23 @@
+"""A pytester project that runs the real suites: the two suite files, a pytest.ini without
+deepeval's plugin, and optionally a personalens.toml."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+SUITES = Path(__file__).resolve().parent.parent.parent / "suites"
+INI = ("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
+       "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
+
+
+def suite_project(pytester: pytest.Pytester, personalens_toml: str | None = None, *,
+                  suites: tuple[str, ...] = ("test_single_domain.py", "test_multi_domain.py")) -> pytest.Pytester:
+    for name in suites:
+        shutil.copy(SUITES / name, pytester.path / name)
+    pytester.makeini(INI)
+    if personalens_toml is not None:
+        pytester.makefile(".toml", personalens=personalens_toml)
+    return pytester
