@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,10 +45,16 @@ def parallel(shard: str, workers: int, url: str, tmp: Path) -> tuple[float, int]
     done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", "-n", str(workers),
                            *options(shard, tmp)], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    results = next((tmp / "results").glob("*/results.jsonl"), None)
+    size = results.stat().st_size if results else 0
     match = re.search(r"(\d+) passed", done.stdout)
     if not match:
         raise SystemExit(f"the parallel run failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    return wall, int(match.group(1))
+    cases = int(match.group(1))
+    print(f"peak RSS of the largest process (controller or worker): {peak:.0f} MB; "
+          f"results file {size / max(cases, 1):,.0f} bytes per scenario")
+    return wall, cases
 
 
 def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
