@@ -1,9 +1,9 @@
 """Live concurrency against a loopback OpenAI-compatible server that answers after a fixed delay
-(200 ms by default): wall time of ``pytest suites/ -n W`` next to the ideal (calls x delay / W),
-and next to a sequential loop over the same scenarios in one process (the upstream benchmark's
-way of running).
+(200 ms by default): wall time of ``pytest suites/ --concurrency W`` (threads in one process) or
+``-n W`` (xdist worker processes) next to the ideal (calls x delay / W), and next to a sequential
+loop over the same scenarios in one process (the upstream benchmark's way of running).
 
-    python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2]
+    python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist]
 
 Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
 >= 0.8), sequential seconds and the speed-up (sequential / parallel; target >= 12). The
@@ -39,10 +39,11 @@ def options(shard: str, tmp: Path) -> list[str]:
             "--cassette-dir", str(tmp / "cassettes"), "--results-dir", str(tmp / "results")]
 
 
-def parallel(shard: str, workers: int, url: str, tmp: Path) -> tuple[float, int]:
+def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int]:
     env = {**ENV, "OPENAI_BASE_URL": url}
+    spread = ["-n", str(workers)] if mode == "xdist" else ["--concurrency", str(workers)]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", "-n", str(workers),
+    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread,
                            *options(shard, tmp)], cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -85,15 +86,18 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=96, help="about this many single-domain scenarios")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.2, help="the server's answer delay in seconds")
+    parser.add_argument("--mode", choices=("threads", "xdist"), default="threads",
+                        help="threads: --concurrency W in one process; xdist: -n W worker processes")
     parser.add_argument("--skip-sequential", action="store_true")
     args = parser.parse_args()
     shard = f"1/{max(1, 3283 // args.scenarios)}"
     with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=1, delay_s=args.delay)) as fake:
-        wall, cases = parallel(shard, args.workers, fake.url, Path(tmp))
+        wall, cases = parallel(shard, args.workers, fake.url, Path(tmp), args.mode)
         calls = len(fake.requests)
         ideal = calls * args.delay / args.workers
         print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}")
-        print(f"parallel (-n {args.workers}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
+        how = f"-n {args.workers}" if args.mode == "xdist" else f"--concurrency {args.workers}"
+        print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         if not args.skip_sequential:
             before = len(fake.requests)
             seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))

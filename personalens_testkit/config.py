@@ -64,6 +64,7 @@ class ProjectConfig(BaseModel):
     retry_initial_s: float = Field(default=1.0, gt=0, le=60)
     retry_max_s: float = Field(default=20.0, gt=0, le=600)
     scenario_timeout_s: Optional[float] = Field(default=None, gt=0)
+    concurrency: Optional[int] = Field(default=None, ge=1, le=256)
     max_rps: Optional[float] = Field(default=None, gt=0)
     max_concurrency: Optional[int] = Field(default=None, ge=1)
     personalens_data: Optional[str] = None
@@ -195,6 +196,8 @@ class RunSettings:
     shard: Optional[tuple[int, int]] = None
     #: per model endpoint, across every xdist worker
     limits: Limits = field(default_factory=Limits)
+    #: scenarios evaluated at once in threads of one process (without xdist)
+    concurrency: int = 1
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -293,6 +296,9 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     retry = RetryPolicy(attempts=retries + 1, initial_s=config.retry_initial_s, max_s=config.retry_max_s)
 
     shard = parse_shard(options["shard"]) if options.get("shard") else None
+    concurrency = _first(options.get("concurrency"), config.concurrency, 1)
+    if concurrency < 1:
+        raise UsageError(f"--concurrency: must be at least 1 (got {concurrency})")
     max_rps = _first(options.get("max_rps"), config.max_rps)
     max_concurrency = _first(options.get("max_concurrency"), config.max_concurrency)
     if max_rps is not None and max_rps <= 0:
@@ -325,7 +331,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         json_report=path_option("json_report"), junit_report=path_option("junit_report"),
         html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
         retry=retry, scenario_timeout_s=timeout, resume=path_option("resume"), shard=shard,
-        limits=Limits(max_rps=max_rps, max_concurrency=max_concurrency),
+        limits=Limits(max_rps=max_rps, max_concurrency=max_concurrency), concurrency=concurrency,
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

@@ -71,6 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="retries of a call that failed in a retryable way: 429, 5xx, timeout, dropped connection (default 3)")
     add("--scenario-timeout", type=float, default=None, metavar="SECONDS",
         help="the most time one scenario may take; later calls are not made and the case is an error (default: none)")
+    add("--concurrency", type=int, default=None, metavar="K",
+        help="evaluate K scenarios at once in threads of this process (remote models; without -n)")
     add("--max-rps", type=float, default=None, metavar="R",
         help="at most R calls per second to each model endpoint, across all xdist workers")
     add("--max-concurrency", type=int, default=None, metavar="N",
@@ -93,7 +95,7 @@ _OPTION_NAMES = (
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
     "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
     "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout", "resume", "shard",
-    "max_rps", "max_concurrency",
+    "max_rps", "max_concurrency", "concurrency",
 )
 
 
@@ -190,6 +192,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              ids=[case_id(s.scenario_id, r) for s, r in cases])
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With --concurrency K (and no xdist), evaluate the collected cases ahead, K at a time."""
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or state.settings.concurrency < 2 or config.option.collectonly:
+        return
+    if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
+        return  # xdist sends each worker one case at a time
+    cases = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        scenario = callspec.params.get("scenario") if callspec is not None else None
+        if isinstance(scenario, Scenario):
+            cases.append((item.nodeid, scenario, callspec.params.get("personalens_repeat", 1)))
+    state.evaluate_ahead(cases)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A suite with no scenario selected (e.g. ``--task-kind sd`` for the multi-domain file) is deselected, not skipped."""
     def empty(item: pytest.Item) -> bool:
@@ -228,8 +247,7 @@ def personalens_repeat() -> int:
 def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_repeat: int,
                     personalens_run: RunState) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
-    evaluation = personalens_run.evaluate(scenario, rerecord=personalens_run.rerecord_command(request.node.nodeid),
-                                          repeat=personalens_repeat)
+    evaluation = personalens_run.evaluate_case(request.node.nodeid, scenario, personalens_repeat)
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario, personalens_repeat)
     write_atomically(path, redact(format_transcript(evaluation)))

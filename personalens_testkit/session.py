@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents.judge import Judge
+from .ahead import EvaluateAhead
 from .agents.user_agent import UserAgent
 from .assistants.base import Assistant
 from .assistants.chat_bot import check_aws
@@ -78,6 +79,7 @@ class RunState:
         #: models and assistants to close at the end
         self._closing: list[ChatModel | Assistant] = []
         self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
+        self._ahead: EvaluateAhead | None = None
 
     # -- data ---------------------------------------------------------------------------
     @cached_property
@@ -282,6 +284,23 @@ class RunState:
             retry=s.retry, time_limit_s=s.scenario_timeout_s,
         )
 
+    def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]]) -> None:
+        """Evaluate these cases (node id, scenario, try) ahead of pytest, ``concurrency`` at a time."""
+        try:
+            self.evaluator  # noqa: B018 - built once, before any thread needs it
+        except PersonalensError:
+            return  # every case reports it
+        self._ahead = EvaluateAhead(
+            [(nodeid, scenario, repeat, self.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
+            lambda scenario, rerecord, repeat: self.evaluate(scenario, rerecord, repeat), self.settings.concurrency,
+        )
+
+    def evaluate_case(self, nodeid: str, scenario: Scenario, repeat: int = 1) -> Evaluation:
+        """A pytest case's evaluation: from the ones under way ahead, or made now."""
+        if self._ahead is not None and nodeid in self._ahead:
+            return self._ahead.result(nodeid)
+        return self.evaluate(scenario, self.rerecord_command(nodeid), repeat)
+
     def evaluate(self, scenario: Scenario, rerecord: str = "", repeat: int = 1) -> Evaluation:
         """Evaluate one scenario; with embedded models, one scenario at a time across all xdist workers.
 
@@ -393,6 +412,8 @@ class RunState:
         return self.run_dir / "transcripts" / f"{case_id(scenario.scenario_id, repeat)}.txt"
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
         for part in self._closing:
             part.close()
         self._closing.clear()

@@ -37,6 +37,7 @@ class CommandAssistant:
         self.cwd = root / entry.cwd if entry.cwd else root
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[object] = queue.Queue()
+        self._turns = threading.Lock()
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
 
     # -- the process -------------------------------------------------------------------
@@ -87,7 +88,12 @@ class CommandAssistant:
 
     # -- turns ---------------------------------------------------------------------------
     def reply(self, turn: AssistantInput) -> AssistantReply:
-        """One turn. A bot that died since its last reply is reported once, then started afresh."""
+        """One turn. A bot that died since its last reply is reported once, then started afresh.
+        Turns of concurrent scenarios (``--concurrency``) take turns on the one process."""
+        with self._turns:
+            return self._reply(turn)
+
+    def _reply(self, turn: AssistantInput) -> AssistantReply:
         if self._process is not None and self._process.poll() is not None:
             raise self._died(self._process)
         process = self._process or self._start()

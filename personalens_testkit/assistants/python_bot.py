@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import inspect
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,11 +48,18 @@ class PythonAssistant:
         self.context = entry.switches()
         self._function = load_callable(entry.callable, [root / p for p in entry.path])
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._turns = threading.Lock()
 
     def check(self) -> None:
         """Loading the callable (in the constructor) is the check."""
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
+        """One turn; concurrent scenarios (``--concurrency``) call the bot one at a time (its event
+        loop, and the bot's own state, are not shared between threads)."""
+        with self._turns:
+            return self._reply(turn)
+
+    def _reply(self, turn: AssistantInput) -> AssistantReply:
         try:
             answer = self._function(request_payload(turn))
             if inspect.isawaitable(answer):

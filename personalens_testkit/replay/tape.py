@@ -28,12 +28,12 @@ from ..assistants.base import Assistant, AssistantInput, AssistantReply
 from ..assistants.contract import parse_reply, request_payload
 from ..errors import PersonalensError, ReplayMissError
 from .scrub import CALL_HEADER, body_difference, call_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
+from . import router
+from .router import ACTIVE
 from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
 
-#: The cassette open in this thread, if any (the bot wrapper writes and reads its turns there).
-ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
 
 _REASONS = {
     "cassette_not_found": "there is no cassette",
@@ -110,15 +110,24 @@ class Tapes:
 
         return scrub_response(decode_response(response), self.secrets)
 
-    def use(self, path: Path, mode: str) -> Any:
-        """vcrpy's cassette context for ``path`` in record ``mode`` (our storage, matching and filters)."""
+    @contextlib.contextmanager
+    def use(self, path: Path, mode: str) -> Iterator[Any]:
+        """The vcrpy cassette at ``path`` in record ``mode`` (our storage, matching and filters), active
+        in this thread while the context lasts, saved at its end (unless marked not ``dirty``)."""
         from vcr.cassette import Cassette
 
-        return Cassette.use(
+        router.install()
+        cassette = Cassette.load(
             path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
             match_on=(call_matcher,), before_record_request=self.before_record_request,
             before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
         )
+        token = ACTIVE.set(cassette)
+        try:
+            yield cassette
+        finally:
+            ACTIVE.reset(token)
+            cassette._save()  # vcrpy's own context does the same; a clean cassette is not written
 
 
 class ScenarioTape:
@@ -163,7 +172,6 @@ class ScenarioTape:
                 path, mode = self.tapes.judge_path(self.scenario_id), self.tapes.settings.record_mode
             cassette = stack.enter_context(self._use(path, mode))
             self._cassettes.append(cassette)
-            stack.enter_context(_set(ACTIVE, cassette))
             try:
                 yield
             except BaseException:
@@ -173,9 +181,7 @@ class ScenarioTape:
                 cassette.dirty = False
 
     def _open(self, path: Path, mode: str) -> None:
-        cassette = self._stack.enter_context(self._use(path, mode))
-        self._cassettes.append(cassette)
-        self._stack.enter_context(_set(ACTIVE, cassette))
+        self._cassettes.append(self._stack.enter_context(self._use(path, mode)))
 
     def _use(self, path: Path, mode: str) -> Any:
         return self.tapes.use(path, mode)

@@ -1,0 +1,55 @@
+"""Scenarios evaluated ahead of their pytest cases, several at once in threads (``--concurrency K``).
+
+pytest runs cases one after the other; a case here mostly waits for remote models. So when K
+is above 1 (and the run does not use xdist, whose workers receive cases one at a time), the
+next K cases are submitted to a pool of K threads as soon as a case starts, and each case
+takes its evaluation when it is done. Cassettes are safe to use from threads (see
+:mod:`personalens_testkit.replay.router`); rows are still written in case order, by pytest.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from .data.models import Scenario
+from .evaluation import Evaluation
+
+#: (case key, scenario, try, the command that re-records it)
+Case = tuple[str, Scenario, int, str]
+
+
+class EvaluateAhead:
+    def __init__(self, cases: Sequence[Case], evaluate: Callable[[Scenario, str, int], Evaluation], workers: int) -> None:
+        self._cases = list(cases)
+        self._position = {key: i for i, (key, *_rest) in enumerate(self._cases)}
+        self._evaluate = evaluate
+        self._workers = workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="personalens")
+        self._futures: dict[str, Future[Evaluation]] = {}
+        self._submitted = 0
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._position
+
+    def result(self, key: str) -> Evaluation:
+        """The evaluation of this case, keeping the next ``workers`` cases under way."""
+        with self._lock:
+            end = min(len(self._cases), self._position[key] + self._workers)
+            while self._submitted < end:
+                self._submit(self._cases[self._submitted])
+                self._submitted += 1
+            if key not in self._futures:  # a case run out of order (say, with -x and --lf): on its own
+                self._submit(self._cases[self._position[key]])
+            future = self._futures.pop(key)
+        return future.result()
+
+    def _submit(self, case: Case) -> None:
+        key, scenario, repeat, rerecord = case
+        if key not in self._futures:
+            self._futures[key] = self._pool.submit(self._evaluate, scenario, rerecord, repeat)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,83 @@
+"""vcrpy's patches, installed once per process, routed to the cassette of the calling thread.
+
+vcrpy patches HTTP libraries for one cassette at a time (entering and leaving its patches
+around each use): two scenarios at once in one process would send each other's requests to
+the wrong cassette. Here the patches are installed once, for a router that stands in for
+"the cassette": each call goes to the cassette active in its own thread (the ``ACTIVE``
+context variable), or straight through when none is. That makes scenarios safe to run
+concurrently in threads, and saves re-patching every library for every scenario.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar
+from typing import Any
+
+#: The cassette open in this thread, if any.
+ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
+
+_installed = False
+_lock = threading.Lock()
+
+
+class _PassThrough:
+    """What a call meets when no cassette is active: it goes to the network, and nothing is kept."""
+
+    write_protected = False
+    record_mode = "all"
+
+    def can_play_response_for(self, request: Any) -> bool:
+        return False
+
+    def filter_request(self, request: Any) -> Any:
+        return request
+
+    def append(self, request: Any, response: Any) -> None:
+        return None
+
+
+_NONE_ACTIVE = _PassThrough()
+
+
+class Router:
+    """Stands in for the cassette in vcrpy's patches; every attribute comes from the active one."""
+
+    custom_patches: tuple[Any, ...] = ()
+    #: libraries the testkit and its backends never use: not patched
+    skip_patchers = ("httplib2", "tornado")
+
+    @property
+    def _path(self) -> str:
+        active = ACTIVE.get()
+        return active._path if active is not None else "personalens-cassettes"
+
+    def __getattr__(self, name: str) -> Any:
+        active = ACTIVE.get()
+        return getattr(active if active is not None else _NONE_ACTIVE, name)
+
+    def __len__(self) -> int:
+        active = ACTIVE.get()
+        return len(active) if active is not None else 0
+
+    def __contains__(self, request: Any) -> bool:
+        active = ACTIVE.get()
+        return active is not None and request in active
+
+
+ROUTER = Router()
+
+
+def install() -> None:
+    """Patch the HTTP libraries once for this process (idempotent, thread-safe)."""
+    global _installed
+    if _installed:
+        return
+    with _lock:
+        if _installed:
+            return
+        from vcr.patch import CassettePatcherBuilder
+
+        for patcher in CassettePatcherBuilder(ROUTER).build():
+            patcher.__enter__()
+        _installed = True
