@@ -9,14 +9,14 @@ import lzma
 import time
 
 from .support.fake_llm import FakeLLM, Script, task_of
-from .support.project import suite_project
+from .support.project import latest_results, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 SELECTION = ["--profiles", "7,53", "--domains", "Alarm,Books", "--max-turns", "2"]
 
 
 def rows(pytester) -> list[dict]:
-    latest = max(pytester.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    latest = latest_results(pytester.path)
     return [json.loads(line) for line in latest.read_text().splitlines()]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from .support.project import latest_results
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 ARGS = ("-p", "no:deepeval", "--profiles", "7", "--domains", "Alarm", "-k", "task-1", "--max-turns", "1",
         "-W", "ignore::pytest.PytestAssertRewriteWarning", "-o", "asyncio_default_fixture_loop_scope=function")
@@ -55,7 +56,7 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     replay = pytester.runpytest_subprocess(*ARGS, timeout=300)
     replay.stdout.fnmatch_lines(["personalens: replaying 1 of 4 selected scenarios offline from *"])
     assert replay.parseoutcomes().get("passed") == 1, replay.stdout.str()[-3000:]
-    latest = max(pytester.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    latest = latest_results(pytester.path)
     (again,) = [json.loads(line) for line in latest.read_text().splitlines()]
     assert again["scores"] == row["scores"] and again["transcript"] == row["transcript"]
     assert not list(latest.parent.glob("embedded-server-*.log")), "a replay started a model server"

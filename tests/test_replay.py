@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import suite_project
+from .support.project import latest_results, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm"]
@@ -31,7 +31,7 @@ def run(project: pytest.Pytester, url: str, *args: str, subprocess: bool = False
 
 
 def last_rows(project: pytest.Pytester) -> list[dict]:
-    latest = max(project.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    latest = latest_results(project.path)
     return [json.loads(line) for line in latest.read_text().splitlines()]
 
 

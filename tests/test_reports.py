@@ -12,7 +12,7 @@ import pytest
 from personalens_testkit.cli import main as cli
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import suite_project
+from .support.project import latest_results, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm", "--max-turns", "2"]
@@ -45,7 +45,7 @@ def run(project: pytest.Pytester, fake: FakeLLM, *args: str) -> pytest.RunResult
 
 
 def run_dir(project: pytest.Pytester) -> Path:
-    return max(project.path.glob("personalens-results/*/"), key=lambda p: p.name)
+    return latest_results(project.path).parent
 
 
 def test_summary_report_files_and_a_passing_gate(project):

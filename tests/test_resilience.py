@@ -19,7 +19,7 @@ from personalens_testkit.cli import main as cli
 from personalens_testkit.report.results import read_rows
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import suite_project
+from .support.project import latest_results as latest_results_of, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 SELECTION = ["--profiles", "7", "--domains", "Alarm,Books", "--max-turns", "1"]
@@ -31,7 +31,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def latest_results(project: pytest.Pytester) -> Path:
-    return max(project.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.name)
+    return latest_results_of(project.path)
 
 
 def test_kill_minus_nine_loses_no_finished_row_and_resume_finishes_the_run(project):

@@ -21,3 +21,9 @@ def suite_project(pytester: pytest.Pytester, personalens_toml: str | None = None
     if personalens_toml is not None:
         pytester.makefile(".toml", personalens=personalens_toml)
     return pytester
+
+
+def latest_results(root: Path) -> Path:
+    """The results.jsonl of the project's most recent run (by the time its folder was made: run ids
+    made within one second do not sort by time)."""
+    return max(root.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.stat().st_mtime_ns)
