@@ -30,7 +30,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("address to the evaluator", re.compile(
         r"\b(?:dear |note to (?:the )?|attention,? )?(?:judge|evaluator|grader|scorer)s?\b[^.\n]{0,60}"
         r"\b(?:score|rate|grade|give|award|mark|assign)\b[^.\n]{0,60}", re.I)),
-    ("evaluation markup", re.compile(r"</?\s*(?:rubric|conversation|system|instructions?)\s*>", re.I)),
+    # (<conversation> tags are not here: the dialogue block escapes them, so they cannot close the
+    # judge's data, and a small model copies them from its own prompt's layout)
+    ("evaluation markup", re.compile(r"</?\s*(?:rubric|system|instructions?|evaluation|judge)\s*>", re.I)),
 )
 
 
