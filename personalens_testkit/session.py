@@ -40,9 +40,8 @@ from .replay.plan import ReplayPlan
 from .replay.tape import TapedAssistant
 from .report.compare import compare_rows, load_rows
 from .report.outputs import write_report_files
-from .report.results import read_rows
+from .report.results import ResultsWriter, RunInfo, read_rows
 from .report.summary import build_report
-from .report.results import ResultsWriter, RunInfo
 
 #: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
 BOT_KINDS = frozenset({"http", "python", "command", "openai"})
