@@ -291,7 +291,7 @@ class RunState:
             return  # every case reports it
         self._ahead = EvaluateAhead(
             [(nodeid, scenario, repeat, self.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
-            lambda scenario, rerecord, repeat: self.evaluate(scenario, rerecord, repeat), self.settings.concurrency,
+            self.evaluate, self.settings.concurrency,
         )
 
     def evaluate_case(self, nodeid: str, scenario: Scenario, repeat: int = 1) -> Evaluation:
