@@ -101,8 +101,3 @@ class XzPersister:
         # preset 6: 3 % larger than 9e (9.2 vs 8.9 KB for a 20-turn dialogue), 3.5 times faster (52 vs 184 ms)
         data = lzma.compress(serialize(cassette_dict, serializer).encode("utf-8"), preset=6)
         write_bytes_atomically(Path(cassette_path), data)
-
-
-def read_cassette(path: Path) -> dict[str, Any]:
-    """The stored cassette as a dict (``interactions``: request/response pairs), for tools and tests."""
-    return JsonBytesSerializer.deserialize(lzma.decompress(path.read_bytes()).decode("utf-8"))

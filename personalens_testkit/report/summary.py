@@ -129,7 +129,7 @@ def gate_line(gate: Mapping[str, Any]) -> str:
     return GateResult(gate["metric"], gate["scope"], gate["on"], gate["threshold"], estimate, gate["passed"]).describe()
 
 
-def _cell(metric: str, estimate: Mapping[str, Any]) -> str:
+def _cell(estimate: Mapping[str, Any]) -> str:
     if estimate["mean"] is None:
         return "-"
     digits = 2
@@ -137,6 +137,11 @@ def _cell(metric: str, estimate: Mapping[str, Any]) -> str:
     if estimate["low"] is not None and estimate["high"] is not None and estimate["n"] > 1:
         text += f" [{estimate['low']:.{digits}f}-{estimate['high']:.{digits}f}]"
     return text
+
+
+def _table_row(title: str, group: Mapping[str, Any]) -> str:
+    cells = "  ".join(f"{_cell(group['metrics'][m]):>17}" for m in HEADLINE)
+    return f"{title:16} {group['scored']:>5} {group['errors']:>6}  {cells}"
 
 
 def format_summary(report: Mapping[str, Any]) -> list[str]:
@@ -150,17 +155,14 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
     for name in ("sd", "md", "overall"):
         group = aggregates[name]
         if group["scored"] or group["errors"]:
-            cells = "  ".join(f"{_cell(m, group['metrics'][m]):>17}" for m in HEADLINE)
-            lines.append(f"{GROUP_TITLES[name]:16} {group['scored']:>5} {group['errors']:>6}  {cells}")
+            lines.append(_table_row(GROUP_TITLES[name], group))
     domains = [name for name in aggregates if name.startswith("domain:")]
     if domains:
         lines.append("")
         lines.append("per domain (single-domain scenarios)")
         lines.append(header)
         for name in domains:
-            group = aggregates[name]
-            cells = "  ".join(f"{_cell(m, group['metrics'][m]):>17}" for m in HEADLINE)
-            lines.append(f"{name.removeprefix('domain:'):16} {group['scored']:>5} {group['errors']:>6}  {cells}")
+            lines.append(_table_row(name.removeprefix("domain:"), aggregates[name]))
     if report["gates"]:
         lines.append("")
         note = "" if report["gates_enforced"] else " (reported, not enforced: nothing under test ran live)"
