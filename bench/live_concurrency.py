@@ -1,9 +1,12 @@
 """Live concurrency against a loopback OpenAI-compatible server that answers after a fixed delay
 (200 ms by default): wall time of ``pytest suites/ --concurrency W`` (threads in one process) or
 ``-n W`` (xdist worker processes) next to the ideal (calls x delay / W), and next to a sequential
-loop over the same scenarios in one process (the upstream benchmark's way of running).
+loop over the same scenarios in one process, one call after another (the upstream benchmark's way).
 
     python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist]
+
+In threads mode the run is also given ``--max-concurrency W``: a remote judge makes a dialogue's
+six calls at once, and the cap keeps at most W calls in flight, so W lanes stay the comparison.
 
 Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
 >= 0.8), sequential seconds and the speed-up (sequential / parallel; target >= 12). The
@@ -16,8 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 sys.path.insert(0, str(ROOT))
 
+from rss import describe, run_sampled  # noqa: E402  (bench/rss.py)
 from tests.support.fake_llm import FakeLLM, Script  # noqa: E402  (the tests' loopback server)
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
@@ -41,20 +43,20 @@ def options(shard: str, tmp: Path) -> list[str]:
 
 def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int]:
     env = {**ENV, "OPENAI_BASE_URL": url}
-    spread = ["-n", str(workers)] if mode == "xdist" else ["--concurrency", str(workers)]
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread,
-                           *options(shard, tmp)], cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    # threads: W scenarios at once, and never more than W calls in flight (a judge's six calls go out
+    # together), so the ideal of W lanes is the fair comparison
+    spread = ["-n", str(workers)] if mode == "xdist" else ["--concurrency", str(workers), "--max-concurrency", str(workers)]
+    status, output, wall, peaks = run_sampled(
+        [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread, *options(shard, tmp)],
+        cwd=ROOT, env=env)
+    match = re.search(r"(\d+) passed", output)
+    if status != 0 or not match:
+        raise SystemExit(f"the parallel run failed:\n{output[-4000:]}")
+    cases = int(match.group(1))
     results = next((tmp / "results").glob("*/results.jsonl"), None)
     size = results.stat().st_size if results else 0
-    match = re.search(r"(\d+) passed", done.stdout)
-    if not match:
-        raise SystemExit(f"the parallel run failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
-    cases = int(match.group(1))
-    print(f"peak RSS of the largest process (controller or worker): {peak:.0f} MB; "
-          f"results file {size / max(cases, 1):,.0f} bytes per scenario")
+    print("peak RSS: " + "; ".join(describe(peaks, next(iter(peaks)))))
+    print(f"results file: {size / max(cases, 1):,.0f} bytes per scenario")
     return wall, cases
 
 
@@ -71,6 +73,7 @@ def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
               str(tmp / "cassettes-seq"), str(tmp / "results-seq")]
     settings = resolve_settings(dict(zip(names, values)), ROOT, os.environ)
     state = RunState(settings, run_id="sequential", is_controller=True)
+    state.evaluator.judge.parallel = 1  # the upstream way: every call after the one before
     cases = state.cases(TaskKind.SD)
     started = time.perf_counter()
     for scenario, repeat in cases:
@@ -95,7 +98,8 @@ def main() -> int:
         wall, cases = parallel(shard, args.workers, fake.url, Path(tmp), args.mode)
         calls = len(fake.requests)
         ideal = calls * args.delay / args.workers
-        print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}")
+        print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}, "
+              f"at most {fake.max_in_flight} calls in flight")
         how = f"-n {args.workers}" if args.mode == "xdist" else f"--concurrency {args.workers}"
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         if not args.skip_sequential:

@@ -5,6 +5,7 @@ the time of N bare pytest cases that only read and decompress the same cassette 
     python bench/replay.py --synthesise 4096        # record 4,096 sample scenarios against a loopback
                                                     # server first, then replay those
     options: [--workers 0,2] [--repeat 3] [--cassette-dir DIR --assistant NAME]
+             [--synth-dir DIR]: keep the synthesised cassettes there (and reuse them next time)
 
 Both runs are fresh pytest processes started from this process, alternating, so the noisy
 machine hits both alike; the ratio (replay / bare) is the figure, the target is <= 3.
@@ -111,6 +112,8 @@ def main() -> int:
     parser.add_argument("--assistant", default="reference")
     parser.add_argument("--synthesise", type=int, default=0, metavar="N",
                         help="first record N sample scenarios against a loopback server, and replay those")
+    parser.add_argument("--synth-dir", default="", metavar="DIR",
+                        help="record the synthesised cassettes into DIR and keep them; reuse them if DIR has them")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", default="0", help="comma-separated xdist worker counts (0: no xdist)")
     args = parser.parse_args()
@@ -128,9 +131,10 @@ def main() -> int:
     from tests.support.fake_llm import FakeLLM, Script  # the tests' loopback server
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=2)) as fake:
-        cassettes = Path(tmp) / "cassettes"
-        synthesise(args.synthesise, cassettes, Path(tmp) / "recording", fake.url)
+        cassettes = Path(args.synth_dir).resolve() if args.synth_dir else Path(tmp) / "cassettes"
         folder = cassettes / "reference"
+        if len(list(folder.glob("*.json.xz"))) < args.synthesise:
+            synthesise(args.synthesise, cassettes, Path(tmp) / "recording", fake.url)
         sizes(folder)
         replay = ["suites/", "-p", "no:deepeval", *FAKE_SPECS, "--cassette-dir", str(cassettes)]
         dead = {**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # a replay must not need the server

@@ -282,6 +282,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     evaluation = item.stash.get(EVALUATION, None)
     if evaluation is None:
         return report
+    if report.when == "teardown":
+        del item.stash[EVALUATION]  # items live as long as the session: thousands of dialogues would stay in memory
+        return report
     if (report.when == "setup" and report.failed) or report.when == "call":
         state = item.config.stash[STATE]
         status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")

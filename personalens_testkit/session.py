@@ -278,10 +278,17 @@ class RunState:
             dataset=self.dataset,
             user_agent=UserAgent(self._model(s.user_model, "user_agent")),
             assistant=self._assistant(),
-            judge=Judge(self._model(s.judge_model, "judge")),
+            judge=Judge(self._model(s.judge_model, "judge"), parallel=self._judge_parallel()),
             max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
             retry=s.retry, time_limit_s=s.scenario_timeout_s,
         )
+
+    def _judge_parallel(self) -> int:
+        """A live remote judge takes a dialogue's six calls at once; an embedded one (one request at a
+        time, the six sharing a cached prefix) and a replayed one take them in turn."""
+        s = self.settings
+        embedded = local_settings_for(s.judge_model, s.local, s.models) is not None
+        return 6 if "judge" in self.live_roles and not embedded else 1
 
     def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]]) -> None:
         """Evaluate these cases (node id, scenario, try) ahead of pytest, ``concurrency`` at a time."""

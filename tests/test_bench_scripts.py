@@ -3,6 +3,7 @@ figures. (The figures themselves are measured by hand and kept in bench/README.m
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,20 @@ def test_replay_bench_small():
 
 def test_live_concurrency_bench_small():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
-    assert "efficiency" in out and "speed-up" in out
+    assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out
+
+
+def test_live_concurrency_bench_reports_each_xdist_worker():
+    out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01", "--mode", "xdist",
+                "--skip-sequential")
+    assert "xdist worker: 2 processes, peak RSS" in out and "efficiency" in out
+
+
+def test_rss_bench_measures_a_command_and_its_children():
+    grow = "import subprocess, sys; b = bytearray(60_000_000); subprocess.run([sys.executable, '-c', 'import time; time.sleep(1)'])"
+    out = bench("bench/rss.py", "--", sys.executable, "-c", grow)
+    peak = int(re.search(r"the command: 1 process, peak RSS (\d+) MB", out).group(1))
+    assert peak >= 60 and "other: 1 process" in out
 
 
 def test_collection_bench_small(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, TypeVar
 
 from ..errors import ModelError, PersonalensError
@@ -52,7 +52,7 @@ class CallRecord:
     cache_write_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(vars(self))  # every field is a plain value: no need for asdict's deep copy
 
 
 @dataclass

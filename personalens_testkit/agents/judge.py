@@ -4,12 +4,18 @@ One call per dimension, as in the paper: task completion (against the task goal)
 personalization (with everything known about the user), and naturalness and coherence
 of the user's and of the assistant's messages. Every call starts with the same system
 prompt and conversation, so a prefix cache serves all six from one prefill.
+
+The six calls are independent: with ``parallel`` above 1 (a remote judge) they are made
+at once, so judging takes one call's time instead of six; an embedded judge takes them
+one after the other (its server answers one request at a time, from the shared prefix).
 """
 
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,6 +37,8 @@ RATED_SIDES: tuple[tuple[Metric, str], ...] = (
     (COHERENCE_USER, "judge_coherence"), (COHERENCE_ASSISTANT, "judge_coherence"),
 )
 _RATING_TEMPLATES = {metric.name: template for metric, template in RATED_SIDES}
+#: the order of a dialogue's judge calls (and of their entries in the call log)
+JUDGED_ORDER = (TASK_COMPLETION.name, PERSONALIZATION.name, *(metric.name for metric, _ in RATED_SIDES))
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -57,6 +65,8 @@ class Verdict(BaseModel):
 @dataclass
 class Judge:
     model: ChatModel
+    #: how many of a dialogue's six judge calls are made at once (1: one after the other)
+    parallel: int = 1
 
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
         rubric = fill("judge_task_completion", goal=ctx.scenario.task.goal)
@@ -79,9 +89,12 @@ class Judge:
         """The six scores. The judge reads the dialogue with assistant text addressed to it removed
         (see :mod:`.injection`): a bot cannot talk its way to a better score."""
         messages = neutralise(messages)
-        tc = self.task_completion(ctx, messages, log)
-        pers = self.personalization(ctx, messages, log)
-        ratings = {metric.name: self.rating(metric, messages, log) for metric, _ in RATED_SIDES}
+        asks: list[Callable[[], Any]] = [
+            lambda: self.task_completion(ctx, messages, log), lambda: self.personalization(ctx, messages, log),
+            *[(lambda metric=metric: self.rating(metric, messages, log)) for metric, _ in RATED_SIDES],
+        ]
+        tc, pers, *rated = self._all(asks, log)
+        ratings = {metric.name: answer for (metric, _), answer in zip(RATED_SIDES, rated)}
         reasons = {TASK_COMPLETION.name: tc.explanation, PERSONALIZATION.name: pers.justification}
         reasons.update({name: answer.justification for name, answer in ratings.items()})
         scores = Scores(
@@ -89,6 +102,19 @@ class Judge:
             **{name: answer.score for name, answer in ratings.items()},
         )
         return Verdict(scores=scores, reasons=reasons, observations=pers.observations, suggestions=pers.suggestions)
+
+    def _all(self, asks: Sequence[Callable[[], Any]], log: CallLog) -> list[Any]:
+        """Every ask's answer, in order; at most ``parallel`` at once, each in a copy of this thread's
+        context (its cassette, its error explainer). The log keeps the calls in the order asked
+        (:data:`JUDGED_ORDER`), and the first failure in that order is raised once all are done."""
+        if self.parallel <= 1:
+            return [ask() for ask in asks]
+        first = len(log.records)
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(asks)), thread_name_prefix="judge") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, ask) for ask in asks]
+        rank = {label: i for i, label in enumerate(JUDGED_ORDER)}
+        log.records[first:] = sorted(log.records[first:], key=lambda record: rank.get(record.label, len(rank)))
+        return [future.result() for future in futures]
 
     def turn_level(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> list[int]:
         """Personalization judged after each assistant reply (the paper's turn-level curve): one call per turn."""

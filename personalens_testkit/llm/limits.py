@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ class Limits:
 class SharedLimiter:
     def __init__(self, folder: Path, endpoint: str, limits: Limits) -> None:
         self.limits = limits
+        #: this process's threads queue here for a slot, instead of all polling the slot files
+        self._local = threading.BoundedSemaphore(limits.max_concurrency) if limits.max_concurrency else None
         self.folder = folder / hashlib.sha256(endpoint.encode()).hexdigest()[:16]
         self.folder.mkdir(parents=True, exist_ok=True)
 
@@ -40,7 +43,8 @@ class SharedLimiter:
     def slot(self) -> Iterator[None]:
         """Hold a concurrency slot (if limited), then wait for the rate (if limited)."""
         with contextlib.ExitStack() as stack:
-            if self.limits.max_concurrency:
+            if self.limits.max_concurrency and self._local is not None:
+                stack.enter_context(self._local)
                 stack.enter_context(self._concurrency_slot(self.limits.max_concurrency))
             if self.limits.max_rps:
                 self._wait_for_rate(self.limits.max_rps)

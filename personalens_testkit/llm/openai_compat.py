@@ -12,6 +12,7 @@ from typing import Any, Literal
 import httpx
 
 from ..errors import ModelError
+from ..replay.router import recorded_answer
 from .base import ChatRequest, ChatResponse
 
 #: How a backend asks for JSON-schema-constrained output:
@@ -86,28 +87,39 @@ class OpenAICompatibleChat:
         return body
 
     def complete(self, request: ChatRequest) -> ChatResponse:
+        # encoded as httpx encodes ``json=``: the bytes on the wire are the same
+        body = json.dumps(self.payload(request), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        # a replay reads the cassette's answer without building an HTTP request (see recorded_answer)
+        recorded = recorded_answer("POST", f"{self.base_url}/chat/completions", body)
+        if recorded is not None:
+            status, content = recorded["status"]["code"], recorded["body"]["string"]
+        else:
+            status, content = self._post(body)
+        if status >= 400:
+            raise ModelError(
+                f"HTTP {status} from {self.base_url}: {_error_text(content)}",
+                model=self.spec, retryable=status in RETRYABLE_STATUS,
+            )
+        return self._parse(content)
+
+    def _post(self, body: bytes) -> tuple[int, bytes]:
         try:
-            response = self._client.post("/chat/completions", json=self.payload(request))
+            response = self._client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
         except httpx.TimeoutException as exc:
             raise ModelError(f"no answer within the time limit ({type(exc).__name__})", model=self.spec, retryable=True) from exc
         except httpx.TransportError as exc:
             raise ModelError(f"cannot reach {self.base_url} ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
-        if response.status_code >= 400:
-            raise ModelError(
-                f"HTTP {response.status_code} from {self.base_url}: {_error_text(response)}",
-                model=self.spec, retryable=response.status_code in RETRYABLE_STATUS,
-            )
-        return self._parse(response)
+        return response.status_code, response.content
 
-    def _parse(self, response: httpx.Response) -> ChatResponse:
+    def _parse(self, content: bytes | str) -> ChatResponse:
         try:
-            data = response.json()
+            data = json.loads(content)
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
             usage = data.get("usage") or {}
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(
-                f"malformed answer from {self.base_url} ({type(exc).__name__}): {response.text[:300]!r}",
+                f"malformed answer from {self.base_url} ({type(exc).__name__}): {_text(content)[:300]!r}",
                 model=self.spec, retryable=True,
             ) from exc
         return ChatResponse(
@@ -134,14 +146,18 @@ def bound_strings(schema: Any, max_chars: int) -> Any:
     return schema
 
 
-def _error_text(response: httpx.Response) -> str:
+def _text(content: bytes | str) -> str:
+    return content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+
+
+def _error_text(content: bytes | str) -> str:
     """The server's own error message, shortened; never the request (it may carry a key)."""
     try:
-        data = response.json()
+        data = json.loads(content)
         error = data.get("error", data) if isinstance(data, dict) else data
         message = error.get("message", error) if isinstance(error, dict) else error
         text = str(message)
-    except (json.JSONDecodeError, ValueError):
-        text = response.text
+    except ValueError:
+        text = _text(content)
     text = " ".join(text.split())
     return text[:300] + ("..." if len(text) > 300 else "")

@@ -39,7 +39,26 @@ def _retryable(exc: BaseException) -> bool:
 
 def call_with_retries(call: Callable[[], T], policy: RetryPolicy, *, deadline: float | None = None,
                       on_retry: Callable[[BaseException], None] | None = None) -> T:
-    """``call()``, retried per ``policy`` while its error is retryable and the deadline allows."""
+    """``call()``, retried per ``policy`` while its error is retryable and the deadline allows.
+
+    The first attempt is made directly (most calls succeed, and a replayed call takes well under a
+    millisecond: tenacity's bookkeeping would be a good part of it); only a retryable failure goes
+    to tenacity, whose first attempt then raises that failure again.
+    """
+    try:
+        return call()
+    except Exception as exc:
+        if policy.attempts <= 1 or not _retryable(exc):
+            raise
+        failed: BaseException | None = exc
+
+    def again() -> T:
+        nonlocal failed
+        if failed is not None:
+            exc, failed = failed, None
+            raise exc
+        return call()
+
     def stop(state: RetryCallState) -> bool:
         out_of_time = deadline is not None and time.monotonic() >= deadline
         return out_of_time or stop_after_attempt(policy.attempts)(state)
@@ -52,4 +71,4 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, *, deadline: f
         stop=stop, retry=retry_if_exception(_retryable), reraise=True, before_sleep=before_sleep,
         wait=wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_s, jitter=policy.jitter_s),
     )
-    return retrying(call)
+    return retrying(again)

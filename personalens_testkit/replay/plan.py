@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
-from .recorded import differences, load_recorded, merge_recorded, recorded_results_path
+from .recorded import COMPARED, differences, load_recorded, merge_recorded, recorded_results_path
 from .tape import Tapes, TapeSettings
 
 ROLES = frozenset({"user_agent", "assistant", "judge"})
@@ -107,7 +107,8 @@ class ReplayPlan:
 
     @cached_property
     def recorded(self) -> dict[str, dict[str, Any]]:
-        return load_recorded(self.recorded_path)
+        """The recorded rows' compared fields, by case id (only those are kept: 4,096 whole rows are ~60 MB)."""
+        return {key: {name: row.get(name) for name in COMPARED} for key, row in load_recorded(self.recorded_path).items()}
 
     @property
     def checks_reproduction(self) -> bool:

@@ -10,9 +10,10 @@ concurrently in threads, and saves re-patching every library for every scenario.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Iterator
 
 #: The cassette open in this thread, if any.
 ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
@@ -68,6 +69,19 @@ class Router:
 ROUTER = Router()
 
 
+def recorded_answer(method: str, uri: str, body: bytes) -> dict[str, Any] | None:
+    """The recorded response (vcrpy's dict) to a request, when this thread's cassette only replays.
+
+    A short cut past the HTTP client for clients that know their request's method, address
+    and body before sending it: the same matching, play counts and misses as vcrpy's
+    patches, without building the HTTP request. None: send it (no cassette, a recording,
+    or a call that is never recorded, such as a bot's own traffic).
+    """
+    active = ACTIVE.get()
+    answer = getattr(active, "replay_answer", None)
+    return answer(method, uri, body) if answer is not None else None
+
+
 def install() -> None:
     """Patch the HTTP libraries once for this process (idempotent, thread-safe)."""
     global _installed
@@ -76,8 +90,20 @@ def install() -> None:
     with _lock:
         if _installed:
             return
+        import vcr.patch
         from vcr.patch import CassettePatcherBuilder
 
         for patcher in CassettePatcherBuilder(ROUTER).build():
             patcher.__enter__()
+        vcr.patch.force_reset = _no_reset
         _installed = True
+
+
+@contextlib.contextmanager
+def _no_reset() -> Iterator[None]:
+    """Stands in for vcrpy's ``force_reset``, which puts the real classes back process-wide while a
+    recorded connection is made or sends its request. With the patches shared by threads that
+    is a race: a connection another thread opens meanwhile is never recorded, and two
+    overlapping resets can leave the patches removed for good. Nothing needs putting back:
+    vcrpy sends through an instance of the real class, which looks no patched name up."""
+    yield

@@ -32,14 +32,24 @@ _SECRET_NAME = re.compile(
     r"client[_-]?secret|password|passwd|authorization|signature|sig|credential|x-amz-[a-z-]+)$",
     re.IGNORECASE,
 )
+#: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them)
+_SECRET_KEY_ENDINGS = (b'key"', b'token"', b'secret"', b'password"', b'passwd"', b'authorization"', b'signature"',
+                       b'sig"', b'credential"', b"x-amz-")
 _SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY_ID|CREDENTIALS?)", re.IGNORECASE)
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(value, placeholder) for every secret-looking environment variable worth hiding, longest first."""
     env = os.environ if env is None else env
-    found = {value: f"<{name}>" for name, value in env.items() if _SECRET_ENV.search(name) and len(value) >= 8}
-    return sorted(found.items(), key=lambda item: -len(item[0]))
+    # pytest sets PYTEST_CURRENT_TEST for every test phase: left out, so the memo holds across tests
+    return list(_secret_values(tuple(item for item in env.items() if item[0] != "PYTEST_CURRENT_TEST")))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_values(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """Memoised on the environment's contents: every transcript and row is redacted."""
+    found = {value: f"<{name}>" for name, value in items if _SECRET_ENV.search(name) and len(value) >= 8}
+    return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
 
 
 def is_secret_name(name: str) -> bool:
@@ -81,10 +91,13 @@ def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]]) -> 
     if body is None:
         return None
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        parsed = None
+    parsed = None
+    lowered = data.lower()
+    if any(ending in lowered for ending in _SECRET_KEY_ENDINGS):  # else no key is named like a secret
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            pass
     if isinstance(parsed, (dict, list)):
         redacted = _redact_json(parsed)
         if redacted != parsed:
@@ -149,7 +162,11 @@ def scrub_request_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
-    """Any JSON-like value (rows, messages, transcripts) with secret values replaced by their placeholders."""
+    """Any JSON-like value (rows, messages, transcripts) with secret values replaced by their placeholders.
+
+    A structure is searched as its JSON text (one C-speed pass per secret, in the form JSON
+    writes it) and parsed back only if a secret is in it.
+    """
     found = secret_values() if secrets is None else list(secrets)
     if not found:
         return value
@@ -157,8 +174,17 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
         for secret, placeholder in found:
             value = value.replace(secret, placeholder)
         return value
-    if isinstance(value, dict):
-        return {k: redact(v, found) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v, found) for v in value]
-    return value
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    escaped = [(_json_text(secret), _json_text(placeholder)) for secret, placeholder in found]
+    if not any(secret in text for secret, _ in escaped):
+        return value
+    for secret, placeholder in escaped:
+        text = text.replace(secret, placeholder)
+    return json.loads(text)
+
+
+def _json_text(text: str) -> str:
+    """How a string's characters appear inside a JSON string (quotes, backslashes, controls escaped)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -85,14 +85,25 @@ class Tapes:
         from vcr.request import Request
 
         site = CURRENT_CALL.get()
-        synthetic = request.uri == ASSISTANT_URI
-        if self.settings.assistant_is_bot and site is not None and site.role == "assistant" and not synthetic:
+        if self._bot_traffic(request.uri, site):
             return None  # the bot's own traffic: live, and not recorded (its turns are)
         uri, body = self._cleaned(request.uri, request.body)
         headers = scrub_request_headers(request.headers)
         if site is not None:
             headers[CALL_HEADER] = f"{site.role};{site.label};{site.turn}"
         return Request(request.method, uri, body, headers)
+
+    def request_key(self, method: str, uri: str, body: bytes) -> tuple[str, str, bytes] | None:
+        """What :meth:`before_record_request` keeps of a request that matters to matching (method,
+        address, body), without building it; None for a request that is never recorded."""
+        if self._bot_traffic(uri, CURRENT_CALL.get()):
+            return None
+        uri, cleaned = self._cleaned(uri, body)
+        return method, uri, cleaned or b""
+
+    def _bot_traffic(self, uri: str, site: CallSite | None) -> bool:
+        return (self.settings.assistant_is_bot and site is not None and site.role == "assistant"
+                and uri != ASSISTANT_URI)
 
     def _cleaned(self, uri: str, body: Any) -> tuple[str, bytes | None]:
         """Normalised URI and scrubbed body, memoised: vcrpy filters each request several times."""
@@ -114,13 +125,14 @@ class Tapes:
     def use(self, path: Path, mode: str) -> Iterator[Any]:
         """The vcrpy cassette at ``path`` in record ``mode`` (our storage, matching and filters), active
         in this thread while the context lasts, saved at its end (unless marked not ``dirty``)."""
-        from vcr.cassette import Cassette
+        from .indexed import IndexedCassette
 
         router.install()
-        cassette = Cassette.load(
+        cassette = IndexedCassette.load(
             path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
             match_on=(call_matcher,), before_record_request=self.before_record_request,
             before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
+            request_key=self.request_key,
         )
         token = ACTIVE.set(cassette)
         try:

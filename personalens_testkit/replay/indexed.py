@@ -1,0 +1,120 @@
+"""vcrpy's Cassette with its recorded calls indexed by what they are matched on.
+
+vcrpy finds a request's answer by comparing it with every recorded request, several
+times per call (``can_play_response_for``, ``__contains__``, ``play_response``), and
+re-filters and deep-copies every stored interaction as it loads a cassette. Our one
+matcher (:func:`~personalens_testkit.replay.scrub.call_matcher`) is an equality of
+(method, normalised URI, canonical body), so the same answers come from a dictionary:
+same order, same play counts, same record modes; vcrpy's own code does the rest (saving,
+re-recording, the message of a miss).
+
+The index is on the exact bytes of the body: a replayed call sends what was recorded,
+byte for byte, and is found in one look-up. A body that says the same in other bytes
+(keys in another order, other spacing) is still found, by comparing canonical forms.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator
+
+from vcr.cassette import Cassette
+from vcr.errors import CannotOverwriteExistingCassetteException
+from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
+from vcr.request import Request
+
+from .scrub import canonical_body
+
+
+def raw_key(request: Any) -> tuple[str, str, bytes]:
+    """Method, address and the body's exact bytes."""
+    body = request.body
+    return request.method, request.uri, body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
+
+
+def _same_call(a: Any, b: Any) -> bool:
+    """What :func:`~personalens_testkit.replay.scrub.call_matcher` checks."""
+    return a.method == b.method and a.uri == b.uri and canonical_body(a.body) == canonical_body(b.body)
+
+
+class IndexedCassette(Cassette):
+    def __init__(self, *args: Any, request_key: Callable[[str, str, bytes], Any] | None = None, **kwargs: Any) -> None:
+        """``request_key(method, uri, body)``: the raw key of a request as ``before_record_request``
+        would filter it (None: a request it drops), for :meth:`replay_answer`'s look-up."""
+        super().__init__(*args, **kwargs)
+        self._request_key = request_key
+        self._appending = threading.Lock()
+        #: raw key -> indices into ``data``, in recorded order
+        self._index: dict[tuple[str, str, bytes], list[int]] = {}
+        #: the last request filtered, and its filtered form (vcrpy asks about one request several times)
+        self._last: tuple[Any, Any] = (None, None)
+
+    def append(self, request: Any, response: Any) -> None:
+        with self._appending:  # a judge's calls may be recorded from several threads at once
+            before = len(self.data)
+            super().append(request, response)
+            if len(self.data) > before:
+                self._index.setdefault(raw_key(self.data[-1][0]), []).append(before)
+
+    def _load(self) -> None:
+        """As vcrpy loads, without re-filtering what was filtered when it was recorded."""
+        try:
+            requests, responses, *metadata = self._persister.load_cassette(self._path, serializer=self._serializer)
+        except CassetteNotFoundError:
+            return
+        except CassetteDecodeError:
+            super()._load()  # vcrpy's warning, and an empty cassette
+            return
+        for request, response in zip(requests, responses):
+            self._index.setdefault(raw_key(request), []).append(len(self.data))
+            self.data.append((request, response))
+            self._old_interactions.append((request, response))
+        self._loaded_count = len(self.data)
+        self.dirty = False
+        self.rewound = True
+        self._metadata = metadata[0] if metadata else {}
+
+    def _filtered(self, request: Any) -> Any:
+        last, filtered = self._last
+        if request is not last:
+            filtered = self._before_record_request(request)
+            self._last = (request, filtered)
+        return filtered
+
+    def _responses(self, request: Any) -> Iterator[tuple[int, Any]]:
+        filtered = self._filtered(request)
+        if not filtered:
+            return
+        exact = self._index.get(raw_key(filtered), ())
+        for index in exact:
+            yield index, self.data[index][1]
+        for index, (stored, response) in enumerate(self.data):  # the same call in other bytes
+            if index not in exact and _same_call(filtered, stored):
+                yield index, response
+
+    def can_play_response_for(self, request: Any) -> bool:
+        return bool(
+            self._filtered(request) and request in self and self.record_mode != "all"
+            and (self.rewound or self.allow_playback_repeats)
+        )
+
+    def replay_answer(self, method: str, uri: str, body: bytes) -> dict[str, Any] | None:
+        """The recorded response to a request if this cassette only replays (see
+        :func:`~personalens_testkit.replay.router.recorded_answer`); a miss raises vcrpy's own error."""
+        if not self.write_protected:
+            return None
+        if self._request_key is not None:
+            key = self._request_key(method, uri, body)
+            if key is None:
+                return None
+            for index in self._index.get(key, ()):
+                if self.play_counts[index] == 0:  # as vcrpy's play_response counts a play
+                    self._played_interactions.append(self.data[index])
+                    self.play_counts[index] += 1
+                    return self.data[index][1]
+        request = Request(method, uri, body, {})  # the same call in other bytes, or a miss: vcrpy's way
+        if not self._filtered(request):
+            return None
+        if request in self:
+            return self.play_response(request)
+        raise CannotOverwriteExistingCassetteException(cassette=self, failed_request=request)
