@@ -19,7 +19,7 @@ from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .files import write_atomically
-from .replay.scrub import redact
+from .replay.scrub import redact, redact_json
 from .report.compare import format_comparison
 from .report.summary import failed_gates, format_summary
 from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript
@@ -294,7 +294,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         row = build_row(state.run_info(), evaluation, status=status, found=found,
                         transcript_path=state.shown(state.transcript_path(evaluation.scenario, evaluation.repeat)),
                         cassette=state.cassette_of(evaluation.scenario, evaluation.repeat))
-        report.personalens_row = redact(row.model_dump(mode="json"))  # no secret reaches results or reports
+        # one JSON line, secrets replaced: an xdist worker sends it to the controller as a single string
+        report.personalens_row = redact_json(row.model_dump_json())
     return report
 
 
@@ -311,7 +312,7 @@ class ControllerHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = getattr(report, "personalens_row", None)
         if row is not None and self.state.writer is not None:
-            self.state.writer.write(row)
+            self.state.writer.write_json(row)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; a failed gate fails the run."""

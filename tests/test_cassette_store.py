@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from vcr.request import Request
 
 from personalens_testkit.replay.scrub import (
-    REDACTED, canonical_body, is_secret_name, normalise_uri, scrub_body, secret_values,
+    REDACTED, canonical_body, is_secret_name, normalise_uri, redact, redact_json, scrub_body, secret_values,
 )
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister, assistant_folder, cassette_path
 from personalens_testkit.replay.tape import Tapes, TapeSettings
@@ -121,3 +121,15 @@ def test_recorded_requests_keep_no_headers_but_the_harmless(tmp_path, monkeypatc
     (interaction,) = json.loads(stored)["interactions"]
     assert set(interaction["request"]["headers"]) == {"content-type"}
     assert interaction["request"]["uri"].startswith("http://local/v1/chat/completions?key=")
+
+
+@given(st.text(min_size=8, max_size=30).filter(lambda t: t.strip() == t and "<" not in t))
+def test_rows_lose_secret_values_however_json_escapes_them(secret):
+    """Rows are redacted as JSON text: a secret with quotes, backslashes or control characters is
+    found in its escaped form, and the text parses back to the row with the placeholder."""
+    secrets = [(secret, "<PLANTED_TOKEN>")]
+    row = {"reply": f"the key is {secret}!", "calls": [{"label": secret}], "n": 3}
+    text = redact_json(json.dumps(row, ensure_ascii=False), secrets)
+    assert secret not in json.loads(text)["reply"] and secret not in json.loads(text)["calls"][0]["label"]
+    assert json.loads(text) == redact(row, secrets) == {
+        "reply": "the key is <PLANTED_TOKEN>!", "calls": [{"label": "<PLANTED_TOKEN>"}], "n": 3}

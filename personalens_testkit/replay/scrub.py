@@ -164,8 +164,7 @@ def scrub_request_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
 def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
     """Any JSON-like value (rows, messages, transcripts) with secret values replaced by their placeholders.
 
-    A structure is searched as its JSON text (one C-speed pass per secret, in the form JSON
-    writes it) and parsed back only if a secret is in it.
+    A structure is searched as its JSON text and parsed back only if a secret is in it.
     """
     found = secret_values() if secrets is None else list(secrets)
     if not found:
@@ -177,12 +176,20 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
     if not isinstance(value, (dict, list, tuple)):
         return value
     text = json.dumps(value, ensure_ascii=False)
+    redacted = redact_json(text, found)
+    return value if redacted is text else json.loads(redacted)
+
+
+def redact_json(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> str:
+    """JSON text with every secret value, as JSON writes it (quotes and backslashes escaped),
+    replaced by its placeholder; the very same string if none is in it."""
+    found = secret_values() if secrets is None else list(secrets)
     escaped = [(_json_text(secret), _json_text(placeholder)) for secret, placeholder in found]
     if not any(secret in text for secret, _ in escaped):
-        return value
+        return text
     for secret, placeholder in escaped:
         text = text.replace(secret, placeholder)
-    return json.loads(text)
+    return text
 
 
 def _json_text(text: str) -> str:

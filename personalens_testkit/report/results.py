@@ -110,10 +110,14 @@ class ResultsWriter:
         self.count = 0
 
     def write(self, row: dict[str, Any]) -> None:
+        self.write_json(json.dumps(row, ensure_ascii=False))
+
+    def write_json(self, line: str) -> None:
+        """A row already written as one line of JSON."""
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "a", encoding="utf-8")
-        self._file.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+        self._file.write(line + "\n")
         self._file.flush()
         self.count += 1
 
