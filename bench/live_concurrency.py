@@ -5,7 +5,7 @@ loop over the same scenarios in one process, one call after another (the upstrea
 
     python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist]
 
-In threads mode the run is also given ``--max-concurrency W``: a remote judge makes a dialogue's
+Either way the run is also given ``--max-concurrency W``: a remote judge makes a dialogue's
 six calls at once, and the cap keeps at most W calls in flight, so W lanes stay the comparison.
 
 Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
@@ -43,9 +43,9 @@ def options(shard: str, tmp: Path) -> list[str]:
 
 def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int]:
     env = {**ENV, "OPENAI_BASE_URL": url}
-    # threads: W scenarios at once, and never more than W calls in flight (a judge's six calls go out
+    # W scenarios at once, and never more than W calls in flight (a judge's six calls go out
     # together), so the ideal of W lanes is the fair comparison
-    spread = ["-n", str(workers)] if mode == "xdist" else ["--concurrency", str(workers), "--max-concurrency", str(workers)]
+    spread = ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
     status, output, wall, peaks = run_sampled(
         [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread, *options(shard, tmp)],
         cwd=ROOT, env=env)
