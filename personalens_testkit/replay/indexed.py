@@ -23,18 +23,13 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
 from vcr.request import Request
 
-from .scrub import canonical_body
+from .scrub import same_call
 
 
 def raw_key(request: Any) -> tuple[str, str, bytes]:
     """Method, address and the body's exact bytes."""
     body = request.body
     return request.method, request.uri, body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
-
-
-def _same_call(a: Any, b: Any) -> bool:
-    """What :func:`~personalens_testkit.replay.scrub.call_matcher` checks."""
-    return a.method == b.method and a.uri == b.uri and canonical_body(a.body) == canonical_body(b.body)
 
 
 class IndexedCassette(Cassette):
@@ -89,7 +84,7 @@ class IndexedCassette(Cassette):
         for index in exact:
             yield index, self.data[index][1]
         for index, (stored, response) in enumerate(self.data):  # the same call in other bytes
-            if index not in exact and _same_call(filtered, stored):
+            if index not in exact and same_call(filtered, stored):
                 yield index, response
 
     def can_play_response_for(self, request: Any) -> bool:

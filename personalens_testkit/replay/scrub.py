@@ -131,10 +131,14 @@ def call_matcher(r1: Any, r2: Any) -> None:
     normalised URI) and the canonical JSON body. One matcher instead of seven: vcrpy evaluates
     every matcher against every recorded request; where a body differs is worked out only for
     a miss's message."""
-    if r1.method != r2.method or r1.uri != r2.uri:
-        raise AssertionError("a different method or address")
-    if canonical_body(r1.body) != canonical_body(r2.body):
-        raise AssertionError("the JSON bodies differ")
+    if not same_call(r1, r2):
+        raise AssertionError("a different method or address" if (r1.method, r1.uri) != (r2.method, r2.uri)
+                             else "the JSON bodies differ")
+
+
+def same_call(r1: Any, r2: Any) -> bool:
+    """What :func:`call_matcher` checks, as a yes or no."""
+    return r1.method == r2.method and r1.uri == r2.uri and canonical_body(r1.body) == canonical_body(r2.body)
 
 
 def body_difference(recorded: bytes | str | None, now: bytes | str | None, *, shown: int = 60) -> str:
