@@ -153,9 +153,17 @@ class FakeLLM:
                     fake.arrivals.append(time.time())
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                self._counted = True
                 try:
                     self._answer(body, fault, converse)
                 finally:
+                    self._done()
+
+            def _done(self) -> None:
+                """The request stops counting as in flight: before its answer is sent (once the client
+                has the answer it may send the next request, which must not find this one counted)."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with fake._lock:
                         fake.in_flight -= 1
 
@@ -190,6 +198,7 @@ class FakeLLM:
                 self._send_raw(status, json.dumps(payload).encode())
 
             def _send_raw(self, status: int, data: bytes) -> None:
+                self._done()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
