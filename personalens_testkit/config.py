@@ -30,8 +30,11 @@ from .llm.registry import check_spec
 from .llm.limits import Limits
 from .llm.retry import RetryPolicy
 from .replay.modes import check_record_mode
+from .runstop import DEFAULT_STOP_AFTER_ERRORS
 
 DEFAULT_RESULTS_DIR = "personalens-results"
+#: the most retries of a failed call (each waits up to retry_max_s)
+MAX_RETRIES = 10
 DEFAULT_CASSETTE_DIR = "cassettes"
 
 
@@ -60,13 +63,16 @@ class ProjectConfig(BaseModel):
     results_dir: Optional[str] = None
     cassette_dir: Optional[str] = None
     record_mode: Optional[str] = None
-    retries: Optional[int] = Field(default=None, ge=0, le=10)
+    retries: Optional[int] = Field(default=None, ge=0, le=MAX_RETRIES)
     retry_initial_s: float = Field(default=1.0, gt=0, le=60)
     retry_max_s: float = Field(default=20.0, gt=0, le=600)
     scenario_timeout_s: Optional[float] = Field(default=None, gt=0)
     concurrency: Optional[int] = Field(default=None, ge=1, le=256)
     max_rps: Optional[float] = Field(default=None, gt=0)
     max_concurrency: Optional[int] = Field(default=None, ge=1)
+    stop_after_errors: Optional[int] = Field(default=None, ge=0)
+    #: names of environment variables whose values are secrets, beyond those named like one
+    secret_env: list[str] = Field(default_factory=list)
     personalens_data: Optional[str] = None
     local: LocalConfig = Field(default_factory=LocalConfig)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
@@ -198,6 +204,10 @@ class RunSettings:
     limits: Limits = field(default_factory=Limits)
     #: scenarios evaluated at once in threads of one process (without xdist)
     concurrency: int = 1
+    #: stop the run after this many cases in a row fail with the same error from one endpoint (0: never)
+    stop_after_errors: int = DEFAULT_STOP_AFTER_ERRORS
+    #: environment variables whose values are secrets, beyond those named like one
+    secret_env: tuple[str, ...] = ()
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
     openai_base_url: str = "https://api.openai.com/v1"
@@ -288,8 +298,8 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         raise UsageError(f"--baseline: {baseline}: no such file (a report.json or results.jsonl of an earlier run)")
 
     retries = _first(options.get("retries"), config.retries, 3)
-    if retries < 0:
-        raise UsageError(f"--retries: must be 0 or more (got {retries})")
+    if not 0 <= retries <= MAX_RETRIES:
+        raise UsageError(f"--retries: must be from 0 to {MAX_RETRIES} (got {retries})")
     timeout = _first(options.get("scenario_timeout"), config.scenario_timeout_s)
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--scenario-timeout: must be more than 0 seconds (got {timeout})")
@@ -299,6 +309,9 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     concurrency = _first(options.get("concurrency"), config.concurrency, 1)
     if concurrency < 1:
         raise UsageError(f"--concurrency: must be at least 1 (got {concurrency})")
+    stop_after = _first(options.get("stop_after_errors"), config.stop_after_errors, DEFAULT_STOP_AFTER_ERRORS)
+    if stop_after < 0:
+        raise UsageError(f"--stop-after-errors: must be 0 (never) or more (got {stop_after})")
     max_rps = _first(options.get("max_rps"), config.max_rps)
     max_concurrency = _first(options.get("max_concurrency"), config.max_concurrency)
     if max_rps is not None and max_rps <= 0:
@@ -332,6 +345,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         html_report=path_option("html_report"), baseline=path_option("baseline"), baseline_margin=margin,
         retry=retry, scenario_timeout_s=timeout, resume=path_option("resume"), shard=shard,
         limits=Limits(max_rps=max_rps, max_concurrency=max_concurrency), concurrency=concurrency,
+        stop_after_errors=stop_after, secret_env=tuple(config.secret_env),
         local_url=_first(options.get("local_url"), env.get("PERSONALENS_LOCAL_URL") or None),
         openai_base_url=_first(env.get("OPENAI_BASE_URL") or None, config.openai_base_url, "https://api.openai.com/v1"),
         openai_api_key_env=config.openai_api_key_env, models=config.models, assistants=catalogue,

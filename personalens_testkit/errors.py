@@ -2,11 +2,16 @@
 
     PersonalensError                 root: one clear line for the user, never a traceback
     ├── UsageError                   a bad option, spec string or selection
+    │   └── AssistantSetupError      the assistant under test cannot be used as configured
     ├── DataError                    a benchmark data file is missing or malformed  (path, field)
     ├── ConfigError                  thresholds.yaml or [tool.personalens] is malformed  (path, key)
-    ├── ModelError                   a model call failed (transport, HTTP status, server)
-    │   └── ModelServerError         the embedded model server could not start or died
-    └── JudgeAnswerError             a judge answer that cannot be parsed into scores
+    ├── StorageError                 a file the run writes cannot be written (path, errno: a full disk)
+    ├── ModelError                   a model or bot call failed (transport, HTTP status, server, time)
+    │   ├── ModelServerError         the embedded model server could not start or died
+    │   ├── DeadlineReached          the scenario's time limit ran out before or during a call
+    │   └── ContractError            a bot's answer breaks the turn contract (the bot's fault)
+    ├── JudgeAnswerError             a judge answer that cannot be parsed into scores
+    └── ReplayMissError              a call no cassette can answer in this record mode
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
 each, with ``raise ... from exc`` so the cause is kept for debugging.
@@ -14,6 +19,7 @@ each, with ``raise ... from exc`` so the cause is kept for debugging.
 
 from __future__ import annotations
 
+import errno as _errno
 from typing import Iterable
 
 
@@ -35,6 +41,10 @@ class UsageError(PersonalensError):
     """A command-line option, spec string or selection is not valid."""
 
 
+class AssistantSetupError(UsageError):
+    """An assistant that cannot be used as configured (the message says what is wrong)."""
+
+
 class _FileProblem(PersonalensError):
     """A problem located in a file, and optionally at a field or key inside it: ``path: field: problem``."""
 
@@ -54,14 +64,37 @@ class ConfigError(_FileProblem):
     """A configuration file (thresholds.yaml, [tool.personalens]) is not valid (``field``: the key)."""
 
 
-class ModelError(PersonalensError):
-    """A call to a chat model failed; ``role`` says which part of the dialogue made it."""
+class StorageError(PersonalensError):
+    """A file the run writes (a cassette, a transcript, a result row, a report) could not be written."""
 
-    def __init__(self, message: str, *, model: str = "", role: str = "", retryable: bool = False) -> None:
+    def __init__(self, path: object, cause: OSError) -> None:
+        self.path = str(path)
+        self.errno = cause.errno
+        reason = cause.strerror or type(cause).__name__
+        super().__init__(f"cannot write {self.path}: {reason}")
+
+    @property
+    def disk_full(self) -> bool:
+        """No room left (ENOSPC, or a quota): every later write there fails the same way."""
+        return self.errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG)
+
+
+class ModelError(PersonalensError):
+    """A call to a chat model (or to the bot under test) failed; ``role`` says which part of the
+    dialogue made it, ``endpoint`` where it went (what the circuit breaker counts errors by)."""
+
+    def __init__(self, message: str, *, model: str = "", role: str = "", retryable: bool = False,
+                 endpoint: str = "") -> None:
         self.model = model
         self.role = role
         self.retryable = retryable
+        self.endpoint = endpoint
         super().__init__(message)
+
+    @property
+    def cause(self) -> str:
+        """The failure itself, without the role, turn or attempt count (the same for every call it hits)."""
+        return str(self.args[0]).split(" (after ", 1)[0]
 
     def for_role(self, role: str) -> ModelError:
         """Return the same error labelled with the dialogue role that made the call."""
@@ -75,6 +108,14 @@ class ModelError(PersonalensError):
 
 class ModelServerError(ModelError):
     """The embedded model server could not be started, or stopped answering."""
+
+
+class DeadlineReached(ModelError):
+    """The scenario's time limit ran out: the call was not made, or was given up while it ran."""
+
+
+class ContractError(ModelError):
+    """A bot's answer breaks the turn contract (see :mod:`personalens_testkit.assistants.contract`)."""
 
 
 class JudgeAnswerError(PersonalensError):

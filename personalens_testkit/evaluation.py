@@ -1,8 +1,9 @@
 """One scenario end to end: context, dialogue, judgement. Knows nothing of pytest.
 
-:meth:`Evaluator.evaluate` never raises the testkit's own errors: it records them on
-the :class:`Evaluation` (with the phase they happened in), so the transcript so far and
-every call made are kept for the result row. Bugs (other exceptions) propagate.
+:meth:`Evaluator.evaluate` never raises: every failure - the testkit's own errors, and any
+other exception (a bug, or a part failing in a way nobody foresaw) - is recorded on the
+:class:`Evaluation` with the phase it happened in and what caused it, so the transcript so
+far and every call made are kept for the result row. Only Ctrl-C (KeyboardInterrupt) passes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .assistants.base import Assistant
 from .data.context import build_context
 from .data.loader import Dataset
 from .data.models import Scenario
-from .errors import JudgeAnswerError, PersonalensError
+from .errors import JudgeAnswerError, ModelError, PersonalensError, StorageError
 from .llm.retry import RetryPolicy
 
 logger = logging.getLogger("personalens_testkit.evaluation")
@@ -37,17 +38,36 @@ class ErrorInfo:
     message: str
     raw_answer: str | None = None
     #: what failed: "assistant" (the system under test), "user_agent" or "judge" (the benchmark's
-    #: models), or "setup" (data, models that could not start); counted apart in reports
+    #: models), "setup" (data, models that could not start), "storage" (a file the run writes) or
+    #: "internal" (a bug of the testkit); counted apart in reports
     source: str = "setup"
+    #: the model or bot a call failed on, and the failure itself without the call's role and turn:
+    #: the same for every case an endpoint fails (what the circuit breaker counts)
+    endpoint: str | None = None
+    cause: str | None = None
+    #: a write failed for want of room: every later case would fail the same way
+    disk_full: bool = False
 
     def describe(self) -> str:
         return f"{self.phase} failed ({self.kind}): {self.message}"
 
     @classmethod
-    def of(cls, exc: PersonalensError, phase: str) -> ErrorInfo:
-        raw = exc.raw if isinstance(exc, JudgeAnswerError) else None
-        source = exc.call_role or ("judge" if isinstance(exc, JudgeAnswerError) else "setup")
-        return cls(kind=type(exc).__name__, phase=phase, message=str(exc), raw_answer=raw, source=source)
+    def of(cls, exc: BaseException, phase: str) -> ErrorInfo:
+        role = getattr(exc, "call_role", None)
+        if isinstance(exc, PersonalensError):
+            message = str(exc)
+            source = role or ("judge" if isinstance(exc, JudgeAnswerError) else
+                              "storage" if isinstance(exc, StorageError) else "setup")
+        else:  # not one of ours: a bug here, or a part that failed in a way nobody foresaw
+            message = f"unexpected {type(exc).__name__}: {exc} (please report it)"
+            source = role or "internal"
+        model = exc if isinstance(exc, ModelError) else None
+        return cls(
+            kind=type(exc).__name__, phase=phase, message=message,
+            raw_answer=exc.raw if isinstance(exc, JudgeAnswerError) else None, source=source,
+            endpoint=(model.model or None) if model else None, cause=model.cause if model else None,
+            disk_full=isinstance(exc, StorageError) and exc.disk_full,
+        )
 
 
 @dataclass
@@ -70,13 +90,19 @@ class Evaluation:
     seconds: float = 0.0
 
     @classmethod
-    def failed(cls, scenario: Scenario, exc: PersonalensError, *, phase: str, max_turns: int | None = None) -> Evaluation:
+    def failed(cls, scenario: Scenario, exc: BaseException, *, phase: str, max_turns: int | None = None,
+               repeat: int = 1) -> Evaluation:
         """An evaluation that could not start, recorded as an error of its case."""
         now = _now()
         return cls(
             scenario=scenario, max_turns=turn_limit(scenario.kind, max_turns), started_at=now, finished_at=now,
-            error=ErrorInfo.of(exc, phase),
+            error=ErrorInfo.of(exc, phase), repeat=repeat,
         )
+
+    def fail(self, exc: BaseException, phase: str) -> None:
+        """Make this evaluation an error (its scores, if any, are dropped: an error row never scores)."""
+        self.error = ErrorInfo.of(exc, phase)
+        self.verdict = None
 
 
 def _now() -> str:
@@ -153,9 +179,9 @@ class Evaluator:
                     if self.leak_check:
                         leak = self.judge.preference_leak(ctx, messages, log)
                         evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
-        except PersonalensError as exc:
+        except Exception as exc:  # every failure is the case's error, with its cause: never a lost row
             tape.discard()
-            evaluation.error = ErrorInfo.of(exc, phase)
+            evaluation.fail(exc, phase)
         finally:
             evaluation.seconds = round(time.perf_counter() - started, 3)
             evaluation.finished_at = _now()

@@ -8,21 +8,24 @@ asks for the ``scenario`` argument; the plugin is inert for every other test.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
 from .config import check_selection, resolve_settings
 from .data.models import Scenario, TaskKind, case_id
-from .errors import PersonalensError
+from .errors import PersonalensError, StorageError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .files import write_atomically
-from .replay.scrub import redact, redact_json
+from .replay.scrub import redact, redact_json, register_secret_names
 from .report.compare import format_comparison
 from .report.summary import failed_gates, format_summary
 from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript
+from .runstop import Breaker
 from .session import RunState, new_run_id
 
 STATE = pytest.StashKey[RunState]()
@@ -77,6 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="at most R calls per second to each model endpoint, across all xdist workers")
     add("--max-concurrency", type=int, default=None, metavar="N",
         help="at most N calls in flight to each model endpoint, across all xdist workers")
+    add("--stop-after-errors", type=int, default=None, metavar="N",
+        help="stop the run after N cases in a row fail with the same error from one model or bot (default 5; 0: never)")
     add("--resume", default=None, metavar="RESULTS",
         help="finish an interrupted run: keep the scored cases of its results.jsonl, run only the others")
     add("--shard", default=None, metavar="I/N",
@@ -95,7 +100,7 @@ _OPTION_NAMES = (
     "assistant_context", "user_model", "judge_model", "thresholds", "results_dir", "local_url",
     "record_mode", "cassette_dir", "rejudge", "repeat", "turn_level", "leak_check", "json_report", "junit_report",
     "html_report", "baseline", "baseline_margin", "retries", "scenario_timeout", "resume", "shard",
-    "max_rps", "max_concurrency", "concurrency",
+    "max_rps", "max_concurrency", "concurrency", "stop_after_errors",
 )
 
 
@@ -105,10 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     options = {name: config.getoption(name) for name in _OPTION_NAMES}
     try:
-        settings = resolve_settings(options, config.rootpath, os.environ)
+        settings = resolve_settings(options, project_root(config), os.environ)
+        register_secret_names(settings.secret_env)
         check_selection(settings)
     except PersonalensError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(redact(str(exc))) from None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         shared = workerinput.get(WORKER_KEY, {})
@@ -119,13 +125,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerHooks(state), "personalens-controller")
         if runs_suites(config):
             try:
+                state.thresholds  # noqa: B018 - a broken thresholds file stops the run here, in one line
                 state.preflight(reach=not config.option.collectonly)
                 state.plan.check_runnable()
                 if not config.option.collectonly:
                     state.carry_resumed_rows()
             except PersonalensError as exc:
-                raise pytest.UsageError(str(exc)) from None
+                raise pytest.UsageError(redact(str(exc))) from None
     config.stash[STATE] = state
+
+
+#: options whose value is a path: given as a separate argument (``--resume /elsewhere/results.jsonl``),
+#: pytest takes it for a test path while it looks for the project folder, before it knows these options
+_PATH_OPTIONS = ("--resume", "--baseline", "--thresholds", "--personalens-data", "--results-dir", "--cassette-dir",
+                 "--json-report", "--junit-report", "--html-report")
+_ROOT_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "personalens.toml")
+
+
+def project_root(config: pytest.Config) -> Path:
+    """The project whose config the run reads: pytest's rootdir, unless pytest took it from the value of one
+    of our path options (then the folder pytest would have found from where it was started)."""
+    root = config.rootpath
+    started = config.invocation_params.dir
+    args = [str(arg) for arg in config.invocation_params.args]
+    values = [(started / args[i + 1]).resolve() for i, arg in enumerate(args[:-1]) if arg in _PATH_OPTIONS]
+    if config.getoption("rootdir", None) or not any(root == v or root in v.parents for v in values):
+        return root
+    for folder in (started, *started.parents):
+        if any((folder / name).is_file() for name in _ROOT_FILES):
+            return folder
+    return root
 
 
 def runs_suites(config: pytest.Config) -> bool:
@@ -250,7 +279,6 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
     evaluation = personalens_run.evaluate_case(request.node.nodeid, scenario, personalens_repeat)
     request.node.stash[EVALUATION] = evaluation
     path = personalens_run.transcript_path(scenario, personalens_repeat)
-    write_atomically(path, redact(format_transcript(evaluation)))
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
         pytest.fail(redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}"), pytrace=False)
@@ -291,12 +319,49 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         found = []
         if evaluation.verdict is not None:
             found = shortfalls(state.thresholds.scenario, evaluation.verdict.scores.model_dump())
-        row = build_row(state.run_info(), evaluation, status=status, found=found,
-                        transcript_path=state.shown(state.transcript_path(evaluation.scenario, evaluation.repeat)),
-                        cassette=state.cassette_of(evaluation.scenario, evaluation.repeat))
-        # one JSON line, secrets replaced: an xdist worker sends it to the controller as a single string
-        report.personalens_row = redact_json(row.model_dump_json())
+        try:
+            row = build_row(state.run_info(), evaluation, status=status, found=found,
+                            transcript_path=state.shown(state.transcript_path(evaluation.scenario, evaluation.repeat)),
+                            cassette=state.cassette_of(evaluation.scenario, evaluation.repeat))
+            # one JSON line, secrets replaced: an xdist worker sends it to the controller as a single string
+            report.personalens_row = redact_json(row.model_dump_json())
+            error = row.error
+        except Exception as exc:  # the case still gets a row: an error naming what went wrong
+            line, error = fallback_row(state.run_info(), evaluation, exc)
+            report.personalens_row = redact_json(line)
+            report.outcome, report.longrepr = "failed", f"the result row could not be built: {exc!r}"
+        # what the controller's circuit breaker reads, without parsing the row
+        report.personalens_error = error
     return report
+
+
+def fallback_row(run: Any, evaluation: Evaluation, exc: BaseException) -> tuple[str, dict[str, Any]]:
+    """A minimal error row for a case whose full row could not be built (JSON that always encodes)."""
+    scenario = evaluation.scenario
+    error = {"kind": type(exc).__name__, "phase": "writing the result row", "source": "internal",
+             "message": f"the result row could not be built: {type(exc).__name__}: {exc} (please report it)",
+             "raw_answer": None}
+    row = {**run.model_dump(), "schema_version": 1, "scenario_id": scenario.scenario_id, "user_id": scenario.user_id,
+           "task_id": scenario.task.task_id, "task_kind": scenario.kind.value, "domains": list(scenario.domains),
+           "status": "error", "repeat": evaluation.repeat, "scores": None, "reasons": {}, "observations": [],
+           "suggestions": [], "shortfalls": [], "error": error, "turns": evaluation.dialogue.turns,
+           "max_turns": evaluation.max_turns, "termination": None, "notes": [], "transcript": [],
+           "transcript_path": None, "calls": [], "started_at": evaluation.started_at,
+           "finished_at": evaluation.finished_at, "seconds": evaluation.seconds}
+    return json.dumps(row), error
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A run told to stop (a full disk, a dead endpoint) starts no further case, in any process."""
+    state = item.config.stash.get(STATE, None)
+    if state is None or item.get_closest_marker(MARKER) is None:
+        return None
+    reason = state.stop_signal.reason()
+    if reason is None:
+        return None
+    item.session.shouldstop = f"personalens: stopped: {reason}"
+    return True  # not run: no report, no row
 
 
 class ControllerHooks:
@@ -308,11 +373,58 @@ class ControllerHooks:
         self.written: dict[str, Any] = {}
         self.recorded_rows = 0
         self.failures: list[str] = []
+        self.breaker = Breaker(state.settings.stop_after_errors)
+        self.stopped: str | None = None
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        """Before the first case: the results file exists with room reserved, and the stop signal is ready."""
+        if not session.config.option.collectonly and any(i.get_closest_marker(MARKER) for i in session.items):
+            try:
+                self.state.writer.open()
+                self.state.stop_signal.prepare()
+            except PersonalensError as exc:
+                raise pytest.UsageError(redact(f"personalens: {exc}")) from None
+        return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         row = getattr(report, "personalens_row", None)
-        if row is not None and self.state.writer is not None:
-            self.state.writer.write_json(row)
+        if row is None or self.state.writer is None:
+            return
+        writer = self.state.writer
+        try:
+            writer.write_json(row)
+        except StorageError as exc:
+            self.stop(f"{exc} (the row of {report.nodeid} is lost)")
+            return
+        if writer.out_of_room is not None:
+            self.stop(f"no room left for more result rows: {writer.out_of_room}")
+            return
+        error = getattr(report, "personalens_error", None)
+        reason = self.breaker.observe({"status": "error", "error": error} if error else {})
+        if reason is not None:
+            self.stop(reason)
+
+    def stop(self, reason: str) -> None:
+        """Stop the run after the cases under way, keeping every row: no further case starts."""
+        if self.stopped is not None:
+            return
+        self.stopped = reason
+        self.state.stop_signal.raise_(reason)
+        message = f"personalens: stopped: {reason}"
+        if self.session is not None:
+            self.session.shouldstop = message
+        dsession = self.state_config_dsession()
+        if dsession is not None:
+            dsession.shouldstop = message
+
+    def state_config_dsession(self) -> Any:
+        config = self.session.config if self.session is not None else None
+        return config.pluginmanager.getplugin("dsession") if config is not None else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; a failed gate fails the run."""
@@ -325,6 +437,7 @@ class ControllerHooks:
         if outcome is None:
             return
         self.report, self.written, self.recorded_rows = outcome.report, outcome.written, outcome.recorded_rows
+        self.failures += outcome.failures
         if self.report["gates_enforced"]:
             self.failures += failed_gates(self.report)
         comparison = self.report.get("comparison")
@@ -348,6 +461,9 @@ class ControllerHooks:
         writer = self.state.writer
         if writer is not None and writer.count:
             write(f"personalens: {writer.count} result rows -> {writer.path}")
+        if self.stopped is not None and writer is not None:
+            write(f"personalens: STOPPED early: {self.stopped}; every case run has its row; finish the run with "
+                  f"--resume {writer.path}", red=True, bold=True)
         for kind, path in self.written.items():
             write(f"personalens: {kind} report -> {path}")
         if self.recorded_rows:

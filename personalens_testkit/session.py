@@ -21,27 +21,31 @@ from .agents.judge import Judge
 from .ahead import EvaluateAhead
 from .agents.user_agent import UserAgent
 from .assistants.base import Assistant
-from .assistants.chat_bot import check_aws
 from .assistants.entries import ReferenceEntry
 from .assistants.registry import BuildContext, build_assistant
 from .config import RunSettings
 from .data.loader import Dataset, open_dataset
 from .data.models import Scenario, TaskKind, case_id
 from .data.selection import select_scenarios
-from .errors import ModelServerError, PersonalensError, UsageError
+from .errors import ModelServerError, PersonalensError, StorageError, UsageError
 from .evaluation import Evaluation, Evaluator
+from .files import write_atomically
 from .gating.thresholds import Thresholds, load_thresholds
 from .llm.base import ChatModel
 from .llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
-from .llm.entries import BedrockModel
+from .llm.bedrock import check_aws
+from .llm.entries import BedrockModel, LocalModel
 from .llm.limits import LimitedChat, SharedLimiter, endpoint_of
+from .llm.retry import ping
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from .replay.plan import ReplayPlan
 from .replay.tape import TapedAssistant
 from .report.compare import compare_rows, load_rows
 from .report.outputs import write_report_files
-from .report.results import ResultsWriter, RunInfo, read_rows
+from .report.results import ResultsWriter, RunInfo, format_transcript, read_rows
+from .replay.scrub import redact
 from .report.summary import build_report
+from .runstop import StopSignal
 
 #: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
 BOT_KINDS = frozenset({"http", "python", "command", "openai"})
@@ -52,11 +56,13 @@ REPLAY_ONLY_URL = server_url(9)
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """The end of a run: its report, the report files written, the rows added to the recorded results."""
+    """The end of a run: its report, the report files written, the rows added to the recorded results,
+    and the files that could not be written (one line each)."""
 
     report: dict[str, Any]
     written: dict[str, Path]
     recorded_rows: int
+    failures: list[str]
 
 
 def new_run_id() -> str:
@@ -78,6 +84,8 @@ class RunState:
         #: models and assistants to close at the end
         self._closing: list[ChatModel | Assistant] = []
         self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
+        #: raised by the controller to stop the run early (a full disk, a dead endpoint); checked by every process
+        self.stop_signal = StopSignal(self.run_dir)
         self._ahead: EvaluateAhead | None = None
 
     # -- data ---------------------------------------------------------------------------
@@ -236,8 +244,10 @@ class RunState:
     def preflight(self, *, reach: bool = True) -> None:
         """Before any case: every role's model is usable as configured, and so is the assistant.
 
-        Raises :class:`UsageError` with one line naming the option or config entry at fault.
-        With ``reach``, a bot is also contacted (or started) once; nothing calls a model.
+        Raises :class:`UsageError` with one line naming the role, the option or config entry, and
+        the cause. Without ``reach`` (``--collect-only``) nothing is contacted; with it, the bot is
+        contacted (or started) once and every live remote model gets one minimal real call - a dead
+        endpoint, a wrong key or an unknown model fails the run here, not once per case.
         """
         s = self.settings
         for role, spec in s.model_specs().items():
@@ -247,6 +257,30 @@ class RunState:
                     check_aws(model.region)
                 except PersonalensError as exc:
                     raise UsageError(f"{self._role_label(role, spec)}: {exc}") from None
+        self._check_assistant(reach)
+        if reach:
+            self._ping_models()
+
+    def _ping_models(self) -> None:
+        """One minimal real call to each live remote model of the run (once per distinct model)."""
+        s = self.settings
+        pinged: set[str] = set()
+        for role, spec in s.model_specs().items():
+            if role not in self.live_roles or isinstance(resolve(spec, s.models), LocalModel):
+                continue
+            model = create_model(spec, self._model_context(), role)
+            try:
+                where = f"{describe(spec, s.models)} at {endpoint_of(model)}"
+                if where not in pinged:
+                    pinged.add(where)
+                    ping(model, role, s.retry)  # type: ignore[arg-type]
+            except PersonalensError as exc:
+                raise UsageError(f"{role.replace('_', ' ')} model, {self._role_label(role, spec)}: {exc}") from None
+            finally:
+                model.close()
+
+    def _check_assistant(self, reach: bool) -> None:
+        s = self.settings
         entry = s.assistants.entries.get(s.assistant)
         if entry is None or isinstance(entry, ReferenceEntry) or s.rejudge:
             return  # the reference assistant's model was checked above; a re-judging replays the assistant
@@ -308,6 +342,16 @@ class RunState:
         return self.evaluate(scenario, self.rerecord_command(nodeid), repeat)
 
     def evaluate(self, scenario: Scenario, rerecord: str = "", repeat: int = 1) -> Evaluation:
+        """Evaluate one scenario and keep its transcript; never raises (a failure is the case's error)."""
+        evaluation = self._evaluate(scenario, rerecord, repeat)
+        try:
+            write_atomically(self.transcript_path(scenario, repeat), redact(format_transcript(evaluation)))
+        except StorageError as exc:
+            if evaluation.error is None:
+                evaluation.fail(exc, "writing the transcript")
+        return evaluation
+
+    def _evaluate(self, scenario: Scenario, rerecord: str, repeat: int) -> Evaluation:
         """Evaluate one scenario; with embedded models, one scenario at a time across all xdist workers.
 
         A llama.cpp server of llama-cpp-python serves one request at a time and keeps one
@@ -318,9 +362,10 @@ class RunState:
         """
         try:
             evaluator = self.evaluator
-        except PersonalensError as exc:  # e.g. an embedded server that did not start: an error of every case
-            return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns)
-        tape = self.plan.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
+            tape = self.plan.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
+        except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
+            return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns,
+                                     repeat=repeat)
         if not self.uses_embedded_models:
             return evaluator.evaluate(scenario, tape, repeat=repeat)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -371,7 +416,12 @@ class RunState:
             return None
         self.writer.close()
         rows = read_rows(self.writer.path)
-        recorded = self.plan.keep_recorded(rows)
+        failures: list[str] = []
+        try:
+            recorded = self.plan.keep_recorded(rows)
+        except StorageError as exc:
+            recorded = 0
+            failures.append(f"recorded results: {exc}")
         comparison = None
         if self.settings.baseline is not None:
             comparison = compare_rows(load_rows(self.settings.baseline, what="--baseline"), rows,
@@ -382,8 +432,9 @@ class RunState:
         written = write_report_files(
             report, json_path=s.json_report or self.run_dir / "report.json",
             junit_path=s.junit_report or self.run_dir / "junit.xml", html_path=s.html_report or self.run_dir / "report.html",
+            failures=failures,
         )
-        return RunOutcome(report, written, recorded)
+        return RunOutcome(report, written, recorded, failures)
 
     @cached_property
     def uses_embedded_models(self) -> bool:
@@ -434,7 +485,7 @@ class RunState:
         leaves no folder behind: only server logs would be in it."""
         if self.writer is None or self.writer.count or not self.run_dir.is_dir():
             return
-        if all(p.name.startswith(("embedded-server-", ".embedded.lock")) for p in self.run_dir.iterdir()):
+        if all(p.name.startswith(("embedded-server-", ".embedded.lock", ".stop")) for p in self.run_dir.iterdir()):
             shutil.rmtree(self.run_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 self.run_dir.parent.rmdir()  # only if no other run is in it

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("aws_env")
 
 
 def stubbed(model_id: str) -> tuple[BedrockChat, Stubber]:
-    client = make_client(None, max_attempts=1)
+    client = make_client(None)
     return BedrockChat(spec=f"bedrock:{model_id}", model_id=model_id, client=client), Stubber(client)
 
 

@@ -95,7 +95,7 @@ def test_botocore_never_retries_a_replay_miss(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    client = make_client(None, max_attempts=8, replay_only=True)  # no credentials, no region: placeholders
+    client = make_client(None, replay_only=True)  # no credentials, no region: placeholders
     attempts = []
     client.meta.events.register("before-send.*", lambda **kwargs: attempts.append(1))
     tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference"))

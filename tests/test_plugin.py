@@ -142,7 +142,7 @@ def test_an_unparseable_judge_answer_is_an_error_never_a_score(suite):
 
 
 def test_a_failing_model_is_an_error_with_its_cause(suite):
-    with FakeLLM(Script(status=500)) as fake:
+    with FakeLLM(Script(status=500, status_pings=False)) as fake:  # answers the preflight, then fails
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-x")
     result.assert_outcomes(errors=1, deselected=1)
     result.stdout.fnmatch_lines(["*the dialogue failed (ModelError): user agent (opening) call to openai:fake-user failed: HTTP 500*scripted failure*"])
@@ -154,9 +154,11 @@ def test_bad_thresholds_file_names_the_key(suite):
     (suite.path / "thresholds.yaml").write_text("version: 1\nscenario:\n  personalization: 5\n")
     with FakeLLM() as fake:
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "1", "-x")
-    result.stdout.fnmatch_lines(["*thresholds.yaml: scenario.personalization: must be a whole number from 1 to 4, or null (got 5)"])
-    result.assert_outcomes(errors=1)  # a collection error: no case ran
-    assert fake.requests == []
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # before any case, in one line
+    result.stderr.fnmatch_lines(["ERROR: *thresholds.yaml: scenario.personalization: must be a whole number from 1 to 4, "
+                                 "or null (got 5)"])
+    assert len([line for line in result.stderr.lines if line.startswith("ERROR")]) == 1
+    assert "Traceback" not in result.stderr.str() and fake.requests == []
 
 
 def test_rows_under_xdist_are_complete_and_never_interleaved(suite):

@@ -33,7 +33,7 @@ def request() -> ChatRequest:
 
 def test_cache_points_follow_the_fixed_parts_on_models_that_cache():
     assert supports_prompt_cache(SONNET_37) and not supports_prompt_cache(SONNET_3)
-    model = BedrockChat(spec="bedrock:x", model_id=SONNET_37, client=make_client(None, max_attempts=1))
+    model = BedrockChat(spec="bedrock:x", model_id=SONNET_37, client=make_client(None))
     args = model.converse_args(request())
     assert args["system"] == [{"text": "You play the user."}, {"cachePoint": {"type": "default"}}]
     assert args["messages"][0]["content"] == [
@@ -51,9 +51,9 @@ def test_cache_points_follow_the_fixed_parts_on_models_that_cache():
 
 
 def test_no_cache_points_on_models_without_prompt_caching():
-    model = BedrockChat(spec="bedrock:x", model_id=SONNET_3, client=make_client(None, max_attempts=1))
+    model = BedrockChat(spec="bedrock:x", model_id=SONNET_3, client=make_client(None))
     assert "cachePoint" not in json.dumps(model.converse_args(request()))
-    forced = BedrockChat(spec="bedrock:x", model_id=SONNET_3, client=make_client(None, max_attempts=1), prompt_cache=True)
+    forced = BedrockChat(spec="bedrock:x", model_id=SONNET_3, client=make_client(None), prompt_cache=True)
     assert "cachePoint" in json.dumps(forced.converse_args(request()))
 
 

@@ -106,7 +106,7 @@ def test_threads_recording_boto3_calls_at_once_each_record_theirs(tmp_path, monk
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret-value-0001")
     tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
     with FakeLLM(Script(delay_s=0.05)) as fake:
-        client = make_client("us-east-1", max_attempts=1, endpoint_url=fake.url.removesuffix("/v1"))
+        client = make_client("us-east-1", endpoint_url=fake.url.removesuffix("/v1"))
 
         def call(i: int) -> None:
             with tapes.use(tmp_path / f"{i}.json.xz", "all"):

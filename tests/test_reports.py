@@ -99,10 +99,11 @@ def test_bad_aggregate_gates_stop_the_run_with_one_line(project):
     gates_file(project, "{metric: personalization, scope: domain:Cinema, min: 2}")
     with FakeLLM() as fake:
         result = run(project, fake, *ALARM)
-    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error: no case runs
-    assert "thresholds.yaml: aggregate.gates.0.scope: must be overall, sd, md, each_domain or domain:<Name>" in (
-        result.stdout.str() + result.stderr.str())
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # before any case, in one line
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR")]
+    assert len(errors) == 1 and "thresholds.yaml: aggregate.gates.0.scope: must be overall, sd, md, each_domain or " \
+        "domain:<Name>" in errors[0]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str() and fake.requests == []
 
 
 def test_repeats_report_pass_hat_k_and_spread(project):

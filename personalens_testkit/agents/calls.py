@@ -7,9 +7,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, TypeVar
 
-from ..errors import ModelError, PersonalensError
+from ..errors import DeadlineReached, ModelError, PersonalensError
 from ..llm.base import ChatModel, ChatRequest, ChatResponse
-from ..llm.retry import DeadlineReached, RetryPolicy, call_with_retries
+from ..llm.retry import RetryPolicy, call_with_retries
+from ..timebox import TimeLimit, call_within
 
 CallRole = Literal["user_agent", "assistant", "judge"]
 T = TypeVar("T")
@@ -67,12 +68,29 @@ class CallLog:
     def add(self, record: CallRecord) -> None:
         self.records.append(record)
 
+    def _within_deadline(self, call: Callable[[], T], site: CallSite) -> Callable[[], T]:
+        """The call, bounded while it runs by what is left of the scenario's time (each attempt)."""
+        deadline = self.deadline
+        if deadline is None:
+            return call
+
+        def bounded() -> T:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of "
+                                      f"{self.time_limit_s:g} s ran out")
+            try:
+                return call_within(call, left, name="call")
+            except TimeLimit:
+                raise DeadlineReached(f"{site.describe()} given up while it ran: the scenario's time limit of "
+                                      f"{self.time_limit_s:g} s ran out") from None
+
+        return bounded
+
     def run(self, call: Callable[[], T], *, role: CallRole, label: str, turn: int) -> T:
-        """Make one call, logging its time and tokens; a failure is re-labelled with the role and turn."""
+        """Make one call, logging its time and tokens; a failure is re-labelled with the role and turn.
+        With a scenario time limit, the call is given up once the limit passes, even while it runs."""
         site = CallSite(role=role, label=label, turn=turn)
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of "
-                                  f"{self.time_limit_s:g} s ran out")
         token = CURRENT_CALL.set(site)
         started = time.perf_counter()
         attempts = 1
@@ -82,7 +100,8 @@ class CallLog:
             attempts += 1
 
         try:
-            result = call_with_retries(call, self.retry, deadline=self.deadline, on_retry=retried)
+            result = call_with_retries(self._within_deadline(call, site), self.retry, deadline=self.deadline,
+                                       on_retry=retried)
         except Exception as exc:
             explain = CALL_ERRORS.get()
             ours = explain(exc, site) if explain is not None else None

@@ -79,4 +79,5 @@ def _assistant_turn(dialogue: Dialogue, ctx: ScenarioContext, assistant: Assista
     request = AssistantInput.build(ctx, assistant.context, tuple(dialogue.messages), turn)
     reply = dialogue.log.run(lambda: assistant.reply(request), role="assistant", label=label, turn=turn)
     dialogue.messages.append(Message("assistant", reply.text))
+    dialogue.notes.extend(f"assistant turn {turn}: {note}" for note in reply.notes)
     dialogue.turns += 1

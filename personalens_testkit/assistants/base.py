@@ -9,7 +9,7 @@ out through the user, or can be inferred from the interaction summaries.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..data.context import ScenarioContext
@@ -86,6 +86,11 @@ class AssistantReply:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: what the adapter noticed about this turn (e.g. log lines a command bot wrote on stdout), kept in the row
+    notes: tuple[str, ...] = ()
+
+    def with_note(self, note: str) -> AssistantReply:
+        return replace(self, notes=(*self.notes, note))
 
 
 class Assistant(Protocol):

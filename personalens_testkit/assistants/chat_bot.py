@@ -7,13 +7,15 @@ appended to that system prompt as tagged blocks.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..errors import AssistantSetupError, ContractError, ModelError
 from ..llm.base import ChatModel, ChatRequest, Message
+from ..llm.bedrock import check_aws
+from ..llm.retry import RetryPolicy, ping
 from .base import AssistantInput, AssistantReply
+from .contract import check_text
 from .entries import BedrockEntry, OpenAIEntry
 from .reference import context_blocks
-from .setup_check import AssistantSetupError, check_reachable
+from .setup_check import check_reachable
 
 
 class ChatModelAssistant:
@@ -24,10 +26,15 @@ class ChatModelAssistant:
         self.model = model
 
     def check(self) -> None:
+        """The endpoint is reachable (or the AWS credentials resolve), then one minimal real call answers."""
         if isinstance(self.entry, OpenAIEntry):
             check_reachable(self.entry.base_url)
-        else:
-            check_aws(self.entry.region)
+        try:
+            if not isinstance(self.entry, OpenAIEntry):
+                check_aws(self.entry.region)
+            ping(self.model, "assistant", RetryPolicy(attempts=2, initial_s=0.5))
+        except ModelError as exc:
+            raise AssistantSetupError(str(exc)) from None
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
         system = "\n\n".join(part for part in (self.entry.system_prompt or "", context_blocks(turn).strip()) if part)
@@ -36,7 +43,11 @@ class ChatModelAssistant:
             messages=messages, purpose="assistant", temperature=self.entry.temperature,
             max_tokens=self.entry.max_tokens, top_p=self.entry.top_p,
         ))
-        return AssistantReply(response.text.strip(), response.prompt_tokens, response.completion_tokens)
+        try:
+            text = check_text(response.text.strip(), self.entry.max_reply_chars)
+        except ContractError as exc:
+            raise ContractError(str(exc), model=self.name) from None
+        return AssistantReply(text, response.prompt_tokens, response.completion_tokens)
 
     def close(self) -> None:
         self.model.close()

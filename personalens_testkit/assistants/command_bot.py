@@ -1,14 +1,25 @@
 """``kind = "command"``: the bot is a subprocess speaking the turn contract as JSON lines.
 
-Each turn, one request object goes to the bot's stdin as one line; the bot answers with
-one response object on one line of stdout. The process is started on first use and kept
-for the whole run (one per pytest process); it may log to stderr, whose last lines are
-shown when it fails. If it dies, that is an error of the turn that finds it dead, and the
-next turn starts it afresh. Closing its stdin at the end asks it to exit.
+Each turn, one request object goes to the bot's stdin as one line, with an ``id``; the bot
+answers with one response object on one line of stdout, echoing that ``id``. The process is
+started on first use and kept for the whole run (one per pytest process); it may log to
+stderr, whose last lines are shown when it fails.
+
+No reply is ever read as the answer to another request:
+
+- lines already waiting before a request is sent cannot answer it: they are skipped;
+- a line that is not a JSON object (a log line on stdout) is skipped, and noted in the row;
+- a response whose ``id`` is not the request's, a line that is not UTF-8 or is too long, a
+  response that breaks the contract, or no response in time: the turn is an error and the
+  bot is stopped (killed), so nothing it might still write can reach a later request; the
+  next turn starts it afresh. A bot that died is reported once, then started afresh too.
+
+Closing its stdin at the end asks it to exit.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -17,16 +28,27 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from ..errors import ModelError
+from ..errors import ContractError, ModelError
 from ..llm.entries import expand_env
 from .base import AssistantInput, AssistantReply
-from .contract import ContractError, parse_reply, request_payload
+from .contract import max_reply_bytes, parse_reply, request_payload
 from .entries import CommandEntry
 from .setup_check import AssistantSetupError
 
 _EOF = object()
+#: request ids: unique in this process
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class _TooLong:
+    """A line longer than the limit (its bytes were read and dropped)."""
+
+    size: int
 
 
 class CommandAssistant:
@@ -35,10 +57,11 @@ class CommandAssistant:
         self.entry = entry
         self.context = entry.switches()
         self.cwd = root / entry.cwd if entry.cwd else root
-        self._process: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[object] = queue.Queue()
         self._turns = threading.Lock()
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._stderr = tempfile.TemporaryFile("w+b")
+        self._line_limit = max_reply_bytes(entry.max_reply_chars)
 
     # -- the process -------------------------------------------------------------------
     def _executable(self) -> str:
@@ -52,29 +75,42 @@ class CommandAssistant:
             raise AssistantSetupError(f"command {program!r} not found or not executable")
         return str(candidate)
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, **{key: expand_env(value) for key, value in self.entry.env.items()}}
         process = subprocess.Popen(
-            [self._executable(), *self.entry.command[1:]], cwd=self.cwd, env=env, text=True, bufsize=1,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, encoding="utf-8",
+            [self._executable(), *self.entry.command[1:]], cwd=self.cwd, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
         )
         self._lines = queue.Queue()
-        threading.Thread(target=self._pump, args=(process, self._lines), daemon=True).start()
+        assert process.stdout is not None
+        threading.Thread(target=self._pump, args=(process.stdout, self._lines, self._line_limit),
+                         daemon=True, name=f"personalens-bot-{self.name}").start()
         self._process = process
         return process
 
     @staticmethod
-    def _pump(process: subprocess.Popen[str], lines: queue.Queue[object]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(_EOF)
+    def _pump(stdout: IO[bytes], lines: queue.Queue[object], limit: int) -> None:
+        """Every line of the bot's stdout, as bytes; a line over ``limit`` bytes as :class:`_TooLong`."""
+        while True:
+            line = stdout.readline(limit + 1)
+            if not line:
+                lines.put(_EOF)
+                return
+            if len(line) > limit and not line.endswith(b"\n"):
+                size = len(line)
+                while line and not line.endswith(b"\n"):  # read past the rest of it, keeping none
+                    line = stdout.readline(limit)
+                    size += len(line)
+                lines.put(_TooLong(size))
+            else:
+                lines.put(line)
 
     def _stderr_tail(self, lines: int = 5) -> str:
         self._stderr.flush()
         self._stderr.seek(0)
-        tail = [line.strip() for line in self._stderr.read().splitlines() if line.strip()][-lines:]
+        text = self._stderr.read().decode("utf-8", "replace")
         self._stderr.seek(0, 2)
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " | ".join(tail) or "(nothing on stderr)"
 
     def check(self) -> None:
@@ -88,8 +124,7 @@ class CommandAssistant:
 
     # -- turns ---------------------------------------------------------------------------
     def reply(self, turn: AssistantInput) -> AssistantReply:
-        """One turn. A bot that died since its last reply is reported once, then started afresh.
-        Turns of concurrent scenarios (``--concurrency``) take turns on the one process."""
+        """One turn. Turns of concurrent scenarios (``--concurrency``) take turns on the one process."""
         with self._turns:
             return self._reply(turn)
 
@@ -97,35 +132,90 @@ class CommandAssistant:
         if self._process is not None and self._process.poll() is not None:
             raise self._died(self._process)
         process = self._process or self._start()
+        skipped = self._waiting_lines()
+        request_id = str(next(_ids))
+        line = json.dumps({"id": request_id, **request_payload(turn)}, ensure_ascii=False) + "\n"
         assert process.stdin is not None
         try:
-            process.stdin.write(json.dumps(request_payload(turn), ensure_ascii=False) + "\n")
+            process.stdin.write(line.encode("utf-8"))
             process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died(process) from None
         try:
-            line = self._lines.get(timeout=self.entry.timeout_s)
-        except queue.Empty:
-            self.close()
-            raise ModelError(f"no reply line within {self.entry.timeout_s:.0f} s (the bot was stopped)",
-                             model=self.name, retryable=True) from None
-        if line is _EOF:
-            raise self._died(process)
-        try:
-            return parse_reply(json.loads(str(line)))
-        except json.JSONDecodeError:
-            raise ModelError(f"the bot wrote a line that is not JSON: {str(line).strip()[:200]!r} "
-                             "(log to stderr, not stdout)", model=self.name) from None
-        except ContractError as exc:
-            raise ModelError(f"the bot's answer breaks the turn contract: {exc}", model=self.name) from None
+            reply = self._read_reply(process, request_id, skipped)
+        except ContractError:
+            self._stop()  # whatever it writes next must not reach a later request
+            raise
+        if skipped:
+            shown = "; ".join(repr(text) for text in skipped[:3]) + (" ..." if len(skipped) > 3 else "")
+            reply = reply.with_note(f"the bot wrote {len(skipped)} line(s) on stdout that are not responses "
+                                    f"(skipped; log to stderr): {shown}")
+        return reply
 
-    def _died(self, process: subprocess.Popen[str]) -> ModelError:
+    def _waiting_lines(self) -> list[str]:
+        """Lines written since the last response (before this request existed): none can answer it."""
+        skipped = []
+        while True:
+            try:
+                item = self._lines.get_nowait()
+            except queue.Empty:
+                return skipped
+            if item is _EOF:
+                self._lines.put(_EOF)
+                return skipped
+            skipped.append(_shown_line(item))
+
+    def _read_reply(self, process: subprocess.Popen[bytes], request_id: str, skipped: list[str]) -> AssistantReply:
+        deadline = time.monotonic() + self.entry.timeout_s
+        while True:
+            try:
+                item = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self._stop()
+                raise ModelError(f"no reply line within {self.entry.timeout_s:g} s (the bot was stopped)",
+                                 model=self.name, retryable=True) from None
+            if item is _EOF:
+                raise self._died(process)
+            if isinstance(item, _TooLong):
+                raise ContractError(f"the bot wrote a line of {item.size:,} bytes: more than a reply of "
+                                    f"max_reply_chars={self.entry.max_reply_chars:,} characters can take",
+                                    model=self.name)
+            assert isinstance(item, bytes)
+            try:
+                text = item.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ContractError(f"the bot wrote a line that is not UTF-8 (byte 0x{item[exc.start]:02x} at "
+                                    f"position {exc.start}): {_shown_line(item)}", model=self.name) from None
+            try:
+                answer = json.loads(text)
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                if text.strip():
+                    skipped.append(_shown_line(item))
+                continue
+            if "id" in answer and answer["id"] != request_id:
+                raise ContractError(f"the response's id {answer['id']!r} is not the request's id {request_id!r} "
+                                    "(an answer to another request)", model=self.name)
+            try:
+                return parse_reply(answer, self.entry.max_reply_chars)
+            except ContractError as exc:
+                raise ContractError(f"the bot's answer breaks the turn contract: {exc}", model=self.name) from None
+
+    def _died(self, process: subprocess.Popen[bytes]) -> ModelError:
         try:
             code = process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
         self._process = None
         return ModelError(f"the bot process exited (code {code}); stderr: {self._stderr_tail()}", model=self.name)
+
+    def _stop(self) -> None:
+        """Kill the bot at once (after a protocol error or a time-out); the next turn starts it afresh."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=5)
 
     def close(self) -> None:
         process, self._process = self._process, None
@@ -141,3 +231,10 @@ class CommandAssistant:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
+
+
+def _shown_line(item: object) -> str:
+    if isinstance(item, _TooLong):
+        return f"<a line of {item.size:,} bytes>"
+    text = bytes(item).decode("utf-8", "replace").strip()  # type: ignore[arg-type]
+    return text if len(text) <= 120 else text[:120] + "..."

@@ -24,8 +24,17 @@ string; command: one line on the bot's stdout)::
     {"reply": "Sure - 7:30 with birdsong, as usual?",
      "usage": {"prompt_tokens": 812, "completion_tokens": 41}}   # optional, for the ledger
 
-A reply that is missing, not a string, or empty is the bot's error, reported with what it
-sent; so is an HTTP status other than 200.
+A reply that is missing, not a string, empty, not valid Unicode (a lone surrogate), or longer
+than the entry's ``max_reply_chars`` (default 20,000 characters) is the bot's error, reported
+with what it sent; so is an HTTP status other than 200, and a body that is not UTF-8 JSON
+(or JSON in the charset its Content-Type names).
+
+Command bots: each request line also carries ``"id"``, an opaque string. Echo it in the
+response (``{"id": "...", "reply": "..."}``): a response whose ``id`` is not the request's
+is refused. Lines on stdout that are not JSON objects (say, a log line) are skipped and
+noted in the row; a response that breaks the contract, a line that is not UTF-8 or a reply
+that does not come in time restarts the bot, so no later request can read an answer meant
+for an earlier one. Log to stderr: its last lines are shown when the bot fails.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import ContractError
 from .base import AssistantInput, AssistantReply
 
 
@@ -52,11 +62,30 @@ def request_payload(turn: AssistantInput) -> dict[str, Any]:
     }
 
 
-class ContractError(ValueError):
-    """A bot's answer breaks the turn contract."""
+#: The longest reply a bot may give, in characters, unless its entry says otherwise.
+DEFAULT_MAX_REPLY_CHARS = 20_000
 
 
-def parse_reply(answer: Any) -> AssistantReply:
+def max_reply_bytes(max_chars: int) -> int:
+    """The most bytes a response may take on the wire for a reply of ``max_chars`` characters
+    (JSON may escape a character as ``\\uXXXX``: six bytes), plus room for the rest of the object."""
+    return 6 * max_chars + 65_536
+
+
+def check_text(text: str, max_chars: int, *, what: str = "the reply") -> str:
+    """Text a bot gave, refused if it is longer than ``max_chars`` or is not valid Unicode."""
+    if len(text) > max_chars:
+        raise ContractError(f"{what} has {len(text):,} characters: more than the limit of {max_chars:,} "
+                            "(max_reply_chars in the assistant's entry)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ContractError(f"{what} is not valid Unicode text: a lone surrogate {text[exc.start]!r} at "
+                            f"character {exc.start}") from None
+    return text
+
+
+def parse_reply(answer: Any, max_chars: int = DEFAULT_MAX_REPLY_CHARS) -> AssistantReply:
     """A bot's answer (a dict, or a bare string from a python callable) as a reply."""
     if isinstance(answer, str):
         answer = {"reply": answer}
@@ -67,6 +96,7 @@ def parse_reply(answer: Any) -> AssistantReply:
         raise ContractError(f"the answer has no \"reply\" string: {_shown(answer)}")
     if not reply.strip():
         raise ContractError("the reply is empty")
+    check_text(reply, max_chars)
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     return AssistantReply(
         text=reply.strip(),
@@ -81,7 +111,7 @@ def _count(value: Any) -> int | None:
 
 def _shown(value: Any) -> str:
     try:
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value)
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."

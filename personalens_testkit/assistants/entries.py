@@ -6,8 +6,9 @@
     context = ["interactions"]               # user context the bot is given; default: none
 
 Every kind takes ``context`` (any of ``demographics``, ``interactions``, ``situation``; a real
-bot knows only what its own memory holds, so the default is none) and ``timeout_s`` (the
-limit for one reply).
+bot knows only what its own memory holds, so the default is none), ``timeout_s`` (the limit
+for one reply, 120 s by default) and ``max_reply_chars`` (the longest reply accepted, 20,000
+characters by default).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import UsageError
 from .base import ContextSwitches
+from .contract import DEFAULT_MAX_REPLY_CHARS
 
 ContextPart = Literal["demographics", "interactions", "situation"]
 
@@ -28,6 +30,8 @@ class _Entry(BaseModel):
     #: user context the assistant is given with every turn
     context: list[ContextPart] = Field(default_factory=list)
     timeout_s: float = Field(default=120.0, gt=0)
+    #: the longest reply accepted, in characters (a longer one is an error of the turn)
+    max_reply_chars: int = Field(default=DEFAULT_MAX_REPLY_CHARS, ge=1, le=10_000_000)
 
     @field_validator("context", mode="before")
     @classmethod

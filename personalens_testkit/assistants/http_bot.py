@@ -1,4 +1,9 @@
-"""``kind = "http"``: the bot is any HTTP endpoint speaking the turn contract (POST, JSON in, JSON out)."""
+"""``kind = "http"``: the bot is any HTTP endpoint speaking the turn contract (POST, JSON in, JSON out).
+
+The answer is read as a stream and given up past what a reply of ``max_reply_chars`` can take
+(a 10 MB answer never reaches memory); its body must be UTF-8, or the charset its
+Content-Type names.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,11 @@ from typing import Any
 
 import httpx
 
-from ..errors import ModelError
+from ..errors import ContractError, ModelError
 from ..llm.entries import expand_env
 from ..llm.openai_compat import RETRYABLE_STATUS
 from .base import AssistantInput, AssistantReply
-from .contract import ContractError, parse_reply, request_payload
+from .contract import max_reply_bytes, parse_reply, request_payload
 from .entries import HttpEntry
 from .setup_check import check_reachable
 
@@ -30,22 +35,51 @@ class HttpAssistant:
     def reply(self, turn: AssistantInput) -> AssistantReply:
         url = self.entry.url
         try:
-            response = self._client.post(url, json=request_payload(turn))
+            with self._client.stream("POST", url, json=request_payload(turn)) as response:
+                status, charset, body = response.status_code, response.charset_encoding, self._read(response)
         except httpx.TimeoutException as exc:
-            raise ModelError(f"no reply from {url} within {self.entry.timeout_s:.0f} s", model=self.name, retryable=True) from exc
+            raise ModelError(f"no reply from {url} within {self.entry.timeout_s:g} s", model=self.name, retryable=True) from exc
         except httpx.TransportError as exc:
             raise ModelError(f"cannot reach {url} ({type(exc).__name__}: {exc})", model=self.name, retryable=True) from exc
-        if response.status_code != 200:
-            raise ModelError(f"HTTP {response.status_code} from {url}: {_excerpt(response.text)}", model=self.name,
-                             retryable=response.status_code in RETRYABLE_STATUS)
+        if status != 200:
+            raise ModelError(f"HTTP {status} from {url}: {_excerpt(body.decode('utf-8', 'replace'))}", model=self.name,
+                             retryable=status in RETRYABLE_STATUS)
         try:
-            return parse_reply(response.json())
-        except (json.JSONDecodeError, ContractError) as exc:
-            problem = exc if isinstance(exc, ContractError) else f"not JSON: {_excerpt(response.text)}"
-            raise ModelError(f"the answer from {url} breaks the turn contract: {problem}", model=self.name) from None
+            return parse_reply(json.loads(_decoded(body, charset)), self.entry.max_reply_chars)
+        except (ValueError, ContractError) as exc:
+            problem = exc if isinstance(exc, ContractError) else f"not JSON: {_excerpt(body.decode('utf-8', 'replace'))}"
+            raise ContractError(f"the answer from {url} breaks the turn contract: {problem}", model=self.name) from None
+
+    def _read(self, response: httpx.Response) -> bytes:
+        """The body, refused as soon as it is longer than a reply of ``max_reply_chars`` can take."""
+        limit = max_reply_bytes(self.entry.max_reply_chars)
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise ContractError(f"the answer from {self.entry.url} has {int(declared):,} bytes: more than a reply of "
+                                f"max_reply_chars={self.entry.max_reply_chars:,} characters can take", model=self.name)
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise ContractError(f"the answer from {self.entry.url} is longer than {limit:,} bytes: more than a reply "
+                                    f"of max_reply_chars={self.entry.max_reply_chars:,} characters can take",
+                                    model=self.name)
+        return bytes(body)
 
     def close(self) -> None:
         self._client.close()
+
+
+def _decoded(body: bytes, charset: str | None) -> str:
+    """The body as text: in the charset the Content-Type names, else UTF-8 (JSON's own encoding)."""
+    encoding = charset or "utf-8"
+    try:
+        return body.decode(encoding)
+    except LookupError:
+        raise ContractError(f"the Content-Type names an unknown charset {charset!r}") from None
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"the body is not {encoding} (byte 0x{body[exc.start]:02x} at position {exc.start}; "
+                            "send UTF-8 JSON, or name the charset in the Content-Type)") from None
 
 
 def _excerpt(text: Any, limit: int = 300) -> str:

@@ -2,6 +2,10 @@
 
 It is called with the turn contract's request (a dict) and returns the reply string or the
 contract's response dict. An exception it raises is the bot's failure: an error of the case.
+
+Each call runs in a thread of its own, bounded by the entry's ``timeout_s``: a callable that
+hangs (sync or async) makes its turn an error after that time, and is abandoned - it may go on
+running in the background, but nothing waits for it, and Ctrl-C still ends the run.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ModelError
+from ..errors import ContractError, ModelError
+from ..timebox import TimeLimit, call_within
 from .base import AssistantInput, AssistantReply
-from .contract import ContractError, parse_reply, request_payload
+from .contract import parse_reply, request_payload
 from .entries import PythonEntry
 from .setup_check import AssistantSetupError
 
@@ -59,21 +64,28 @@ class PythonAssistant:
         with self._turns:
             return self._reply(turn)
 
+    def _call(self, request: dict[str, Any]) -> Any:
+        answer = self._function(request)
+        if inspect.isawaitable(answer):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            answer = self._loop.run_until_complete(answer)
+        return answer
+
     def _reply(self, turn: AssistantInput) -> AssistantReply:
+        request = request_payload(turn)
         try:
-            answer = self._function(request_payload(turn))
-            if inspect.isawaitable(answer):
-                if self._loop is None:
-                    self._loop = asyncio.new_event_loop()
-                answer = self._loop.run_until_complete(asyncio.wait_for(answer, self.entry.timeout_s))
-        except asyncio.TimeoutError:
-            raise ModelError(f"{self.entry.callable} did not reply within {self.entry.timeout_s:.0f} s", model=self.name) from None
-        except Exception as exc:
+            answer = call_within(lambda: self._call(request), self.entry.timeout_s, name=f"bot-{self.name}")
+        except TimeLimit:
+            self._loop = None  # it may still be running the abandoned call: the next one gets its own
+            raise ModelError(f"{self.entry.callable} did not reply within {self.entry.timeout_s:g} s (the call was "
+                             "abandoned)", model=self.name) from None
+        except (Exception, SystemExit) as exc:  # a bot calling sys.exit() fails its turn, not the run
             raise ModelError(f"{self.entry.callable} raised {type(exc).__name__}: {exc}", model=self.name) from exc
         try:
-            return parse_reply(answer)
+            return parse_reply(answer, self.entry.max_reply_chars)
         except ContractError as exc:
-            raise ModelError(f"{self.entry.callable} broke the turn contract: {exc}", model=self.name) from None
+            raise ContractError(f"{self.entry.callable} broke the turn contract: {exc}", model=self.name) from None
 
     def close(self) -> None:
         if self._loop is not None:

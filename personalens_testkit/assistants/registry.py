@@ -69,7 +69,7 @@ def _chat(name: str, entry: OpenAIEntry | BedrockEntry, ctx: BuildContext) -> As
         backend = OpenAIModel(model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
                               headers=entry.headers, timeout_s=entry.timeout_s, json_dialect="none")
     else:
-        backend = BedrockModel(model=entry.model, region=entry.region, json_mode="none")
+        backend = BedrockModel(model=entry.model, region=entry.region, json_mode="none", timeout_s=entry.timeout_s)
     return ChatModelAssistant(name, entry, ctx.entry_model(backend, name))
 
 

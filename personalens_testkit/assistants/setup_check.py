@@ -5,11 +5,9 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
-from ..errors import UsageError
+from ..errors import AssistantSetupError
 
-
-class AssistantSetupError(UsageError):
-    """An assistant that cannot be used as configured (the message says what is wrong)."""
+__all__ = ["AssistantSetupError", "check_reachable"]
 
 
 def check_reachable(url: str, timeout_s: float = 5.0) -> None:

@@ -1,31 +1,55 @@
 """Amazon Bedrock through boto3's Converse API: the paper's own set-up (Claude on Bedrock).
 
-The system prompt goes in ``system``, sampling in ``inferenceConfig``, the conversation in
-``messages``. A judge's JSON schema is enforced by forcing a tool whose input schema it is
-(``json_mode="tool"``, for models that accept a forced tool: Anthropic Claude, Mistral
-Large), or left to the tolerant parser (``json_mode="none"``). Credentials come from the
-standard AWS chain only (environment, shared config and SSO, instance or task role), and
-botocore retries throttling in its adaptive mode. botocore's errors become
-:class:`ModelError` here and nowhere else.
+The system prompt goes in ``system`` (folded into the first user message for the models that
+refuse one: Mistral 7B and Mixtral), sampling in ``inferenceConfig``, the conversation in
+``messages``. A judge's JSON schema is enforced through a tool whose input schema it is, as
+far as the model family allows (the Converse service model: a *specific* tool choice is only
+supported by Anthropic Claude 3+ and Amazon Nova): ``json_mode="tool"`` forces that tool
+(Claude, Nova), ``"any"`` forces some tool, the only one offered (Mistral Large), ``"none"``
+offers no tool and leaves the answer to the parser (Llama, Mistral 7B, Mixtral, others).
+
+Credentials and region come from the standard AWS chain only (environment - ``AWS_REGION``
+too -, shared config and SSO, instance or task role). botocore makes one attempt per call:
+retries are the run's own policy (``--retries``), so a call is counted once. botocore's
+errors become :class:`ModelError` here and nowhere else; credential problems (an unknown
+``AWS_PROFILE``, an SSO session to log in again) are not retried and say what to run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 from ..errors import ModelError
 from .base import ChatRequest, ChatResponse, Message
 
-JsonMode = Literal["tool", "none"]
+JsonMode = Literal["tool", "any", "none"]
 
 #: Converse error codes worth another attempt (botocore's adaptive mode has retried them already).
 RETRYABLE_CODES = frozenset({
     "ThrottlingException", "ServiceUnavailableException", "ModelTimeoutException", "InternalServerException",
     "ModelNotReadyException", "ServiceQuotaExceededException", "RequestTimeout",
 })
-#: Model-id fragments of families that accept a forced tool (toolChoice "tool").
-FORCED_TOOL_FAMILIES = ("anthropic.", "mistral.mistral-large")
+#: Model-id fragments of the families that accept a specific tool choice (toolChoice "tool"), per the
+#: Converse service model's SpecificToolChoice: Anthropic Claude 3 and later, Amazon Nova.
+FORCED_TOOL_FAMILIES = ("anthropic.claude-3", "anthropic.claude-sonnet", "anthropic.claude-opus", "anthropic.claude-haiku",
+                        "amazon.nova")
+#: ... and those that take tools with toolChoice "any" but no specific one: Mistral Large.
+ANY_TOOL_FAMILIES = ("mistral.mistral-large",)
+#: Model-id fragments of models that refuse a system prompt ("This model doesn't support system messages").
+NO_SYSTEM_FAMILIES = ("mistral.mistral-7b", "mistral.mixtral-8x7b")
+#: botocore exception names of credential problems: not retried, each with what to do.
+CREDENTIAL_HINTS = {
+    "NoCredentialsError": "no AWS credentials found (the standard chain: AWS_* variables, ~/.aws config or SSO, "
+                          "instance or task role)",
+    "PartialCredentialsError": "incomplete AWS credentials",
+    "SSOTokenLoadError": "the AWS SSO session of this profile is missing: run `aws sso login`",
+    "UnauthorizedSSOTokenError": "the AWS SSO session of this profile has expired: run `aws sso login`",
+    "TokenRetrievalError": "the AWS SSO token could not be refreshed: run `aws sso login`",
+    "ProfileNotFound": "AWS_PROFILE (or the profile given) names no profile in the AWS config",
+    "NoRegionError": "no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the entry",
+}
 
 
 #: Model-id fragments of families with Bedrock prompt caching (a Converse ``cachePoint``).
@@ -41,14 +65,54 @@ def supports_prompt_cache(model_id: str) -> bool:
 
 
 def default_json_mode(model_id: str) -> JsonMode:
-    return "tool" if any(family in model_id for family in FORCED_TOOL_FAMILIES) else "none"
+    if any(family in model_id for family in FORCED_TOOL_FAMILIES):
+        return "tool"
+    return "any" if any(family in model_id for family in ANY_TOOL_FAMILIES) else "none"
+
+
+def credential_problem(exc: BaseException) -> str | None:
+    """What to do about a botocore credential error (None: not one)."""
+    hint = CREDENTIAL_HINTS.get(type(exc).__name__)
+    return f"{hint} ({exc})" if hint else None
+
+
+def aws_session(region: str | None = None) -> Any:
+    """A boto3 session on the standard chain, its region from the argument, AWS_DEFAULT_REGION, the
+    config, or AWS_REGION (which botocore itself does not read). An unknown profile is a ModelError."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = boto3.Session(region_name=region) if region else boto3.Session()
+        if session.region_name is None and os.environ.get("AWS_REGION"):
+            session = boto3.Session(region_name=os.environ["AWS_REGION"])
+    except BotoCoreError as exc:
+        raise ModelError(credential_problem(exc) or f"AWS configuration: {exc}") from None
+    return session
+
+
+def check_aws(region: str | None) -> None:
+    """Credentials and a region from the standard chain, resolved as a call would resolve them (an SSO
+    token is loaded, an unknown profile found), without calling Bedrock; a ModelError says what is wrong."""
+    from botocore.exceptions import BotoCoreError
+
+    session = aws_session(region)
+    if session.region_name is None:
+        raise ModelError("no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the entry")
+    try:
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise ModelError(CREDENTIAL_HINTS["NoCredentialsError"])
+        credentials.get_frozen_credentials()
+    except BotoCoreError as exc:
+        raise ModelError(credential_problem(exc) or f"AWS credentials: {exc}") from None
 
 
 def make_client(
-    region: str | None, *, max_attempts: int = 8, read_timeout_s: float = 300.0, endpoint_url: str | None = None,
-    replay_only: bool = False,
+    region: str | None, *, read_timeout_s: float = 300.0, endpoint_url: str | None = None, replay_only: bool = False,
 ) -> Any:
-    """A bedrock-runtime client on the standard credential chain, adaptive retries, generous read timeout.
+    """A bedrock-runtime client on the standard credential chain: one attempt per call (the run's
+    retry policy does the retrying), the given read timeout.
 
     ``replay_only``: the client's calls are answered by a cassette, so it needs no real
     credentials or region (placeholders are used when none are configured; botocore
@@ -58,10 +122,10 @@ def make_client(
     from botocore.config import Config
 
     config = Config(
-        retries={"mode": "adaptive", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": 1},
         read_timeout=read_timeout_s, connect_timeout=10,
     )
-    session = boto3.Session(region_name=region) if region else boto3.Session()
+    session = aws_session(region)
     if replay_only:
         if session.get_credentials() is None:
             session = boto3.Session(region_name=session.region_name or "us-east-1",
@@ -69,7 +133,7 @@ def make_client(
         elif session.region_name is None:
             session = boto3.Session(region_name="us-east-1")
     if session.region_name is None:
-        raise ModelError("no AWS region: set AWS_DEFAULT_REGION, or region in the model's config entry")
+        raise ModelError("no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the model's config entry")
     client = session.client("bedrock-runtime", config=config, endpoint_url=endpoint_url)
     client.meta.events.register_first("needs-retry.*", _never_retry_a_replay_miss)
     return client
@@ -87,7 +151,7 @@ class BedrockChat:
 
     def __init__(
         self, *, spec: str, model_id: str, region: str | None = None, client: Any = None,
-        json_mode: JsonMode | None = None, max_attempts: int = 8, endpoint_url: str | None = None,
+        json_mode: JsonMode | None = None, read_timeout_s: float = 300.0, endpoint_url: str | None = None,
         replay_only: bool = False, prompt_cache: bool | None = None,
     ) -> None:
         self.spec = spec
@@ -96,7 +160,7 @@ class BedrockChat:
         self.prompt_cache = supports_prompt_cache(model_id) if prompt_cache is None else prompt_cache
         self.json_mode: JsonMode = json_mode or default_json_mode(model_id)
         self._client = client if client is not None else make_client(
-            region, max_attempts=max_attempts, endpoint_url=endpoint_url, replay_only=replay_only)
+            region, read_timeout_s=read_timeout_s, endpoint_url=endpoint_url, replay_only=replay_only)
 
     def __repr__(self) -> str:
         return f"BedrockChat(spec={self.spec!r}, model_id={self.model_id!r})"
@@ -107,9 +171,12 @@ class BedrockChat:
 
     def converse_args(self, request: ChatRequest) -> dict[str, Any]:
         system: list[dict[str, Any]] = [{"text": m.content} for m in request.messages if m.role == "system"]
+        turns = [m for m in request.messages if m.role != "system"]
+        if system and any(family in self.model_id for family in NO_SYSTEM_FAMILIES):
+            turns = _system_in_first_turn(" ".join(block["text"] for block in system), turns)
+            system = []
         if system and self.prompt_cache:
             system.append(CACHE_POINT)
-        turns = [m for m in request.messages if m.role != "system"]
         inference: dict[str, Any] = {
             key: value for key, value in (
                 ("maxTokens", request.max_tokens), ("temperature", request.temperature), ("topP", request.top_p),
@@ -125,14 +192,15 @@ class BedrockChat:
         }
         if system:
             args["system"] = system
-        if request.json_schema is not None and self.json_mode == "tool":
+        if request.json_schema is not None and self.json_mode != "none":
+            choice = {"tool": {"name": request.schema_name}} if self.json_mode == "tool" else {"any": {}}
             args["toolConfig"] = {
                 "tools": [{"toolSpec": {
                     "name": request.schema_name,
                     "description": "Record your answer in exactly this structure.",
                     "inputSchema": {"json": request.json_schema},
                 }}],
-                "toolChoice": {"tool": {"name": request.schema_name}},
+                "toolChoice": choice,
             }
         return args
 
@@ -145,7 +213,7 @@ class BedrockChat:
         return [{"text": text}]
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             response = self._client.converse(**self.converse_args(request))
@@ -154,12 +222,10 @@ class BedrockChat:
             code = error.get("Code", "ClientError")
             raise ModelError(f"Bedrock {code}: {error.get('Message', '')}".strip(), model=self.spec,
                              retryable=code in RETRYABLE_CODES) from exc
-        except NoCredentialsError as exc:
-            raise ModelError(
-                "no AWS credentials found (the standard chain: AWS_* variables, ~/.aws config or SSO, instance or task role)",
-                model=self.spec,
-            ) from exc
         except BotoCoreError as exc:
+            problem = credential_problem(exc)
+            if problem is not None:  # retrying cannot help: say what to do
+                raise ModelError(problem, model=self.spec) from exc
             raise ModelError(f"Bedrock call failed ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
         return self._parse(response)
 
@@ -179,3 +245,11 @@ class BedrockChat:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _system_in_first_turn(system: str, turns: list[Message]) -> list[Message]:
+    """For a model that refuses a system prompt: the instructions open the first user message."""
+    if turns and turns[0].role == "user":
+        first = turns[0]
+        return [Message("user", f"{system}\n\n{first.content}", cache_prefix=0), *turns[1:]]
+    return [Message("user", system), *turns]

@@ -56,9 +56,11 @@ class BedrockModel(_Entry):
     model: str = Field(min_length=1)
     #: None: the AWS chain's region (AWS_DEFAULT_REGION, ~/.aws/config)
     region: Optional[str] = None
-    #: "tool" forces a tool whose input is the judge's JSON schema; None: by model family
-    json_mode: Optional[Literal["tool", "none"]] = None
-    max_attempts: int = Field(default=8, ge=1, le=20)
+    #: how a judge's JSON schema is asked for: "tool" forces a tool whose input is the schema (Claude, Nova),
+    #: "any" forces the only tool offered (Mistral Large), "none" asks in the prompt; None: by model family
+    json_mode: Optional[Literal["tool", "any", "none"]] = None
+    #: the read timeout of one call, in seconds (retries are the run's own: --retries)
+    timeout_s: float = Field(default=300.0, gt=0)
     #: another bedrock-runtime endpoint (a VPC endpoint, a proxy); None: the region's
     endpoint_url: Optional[str] = Field(default=None, pattern=r"^https?://")
     #: mark each prompt's fixed part for Bedrock prompt caching; None: on for model families that support it

@@ -72,7 +72,7 @@ def _bedrock(label: str, entry: BedrockModel, ctx: ModelContext, role: str) -> C
 
     replay_only = role in ctx.replay_only_roles
     return BedrockChat(spec=label, model_id=entry.model, region=entry.region, json_mode=entry.json_mode,
-                       max_attempts=entry.max_attempts, endpoint_url=entry.endpoint_url, replay_only=replay_only,
+                       read_timeout_s=entry.timeout_s, endpoint_url=entry.endpoint_url, replay_only=replay_only,
                        prompt_cache=entry.prompt_cache)
 
 

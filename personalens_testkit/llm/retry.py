@@ -14,7 +14,8 @@ from typing import Callable, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from ..errors import ModelError
+from ..errors import DeadlineReached, ModelError
+from .base import ChatModel, ChatRequest, Message, Purpose
 
 T = TypeVar("T")
 
@@ -27,10 +28,6 @@ class RetryPolicy:
     initial_s: float = 1.0
     max_s: float = 20.0
     jitter_s: float = 1.0
-
-
-class DeadlineReached(ModelError):
-    """The scenario's time limit ran out: no further call or retry is made."""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -72,3 +69,13 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, *, deadline: f
         wait=wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_s, jitter=policy.jitter_s),
     )
     return retrying(again)
+
+
+#: The one message of a preflight call: the cheapest real call that proves a model answers.
+PING_TEXT = "This is a connection check before an evaluation run. Reply with the word OK."
+
+
+def ping(model: ChatModel, purpose: Purpose, policy: RetryPolicy) -> None:
+    """One minimal real call (one answer token), retried like any call; a failure raises its ModelError."""
+    request = ChatRequest(messages=(Message("user", PING_TEXT),), purpose=purpose, temperature=0.0, max_tokens=1)
+    call_with_retries(lambda: model.complete(request), policy)

@@ -8,8 +8,16 @@ each response before it is recorded:
 - headers are kept only if harmless (an allow-list: content type and our call label),
   so auth headers, SigV4 signatures, session tokens, cookies and API keys never land;
 - query parameters and JSON body fields named like secrets are replaced by ``<redacted>``;
-- the values of secret-looking environment variables (``*_API_KEY``, ``*_TOKEN``,
-  ``*SECRET*``, ``*PASSWORD*``, ``AWS_ACCESS_KEY_ID``) are replaced wherever they appear.
+- the values of secret environment variables are replaced by ``<NAME>`` wherever they appear,
+  in every form a file of ours can hold them: as they are, JSON-escaped (``\"``, ``\\uXXXX``,
+  escaped twice for JSON inside JSON) and URL-encoded. A variable is secret when its name looks
+  like one (``*API_KEY*``, ``*_KEY``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*PASSWD*``,
+  ``*_PASS``, ``*_DSN``, ``*CREDENTIAL*``, ``AWS_ACCESS_KEY_ID``), when the project's config names
+  it (``secret_env = [...]``), or when its value is a URL with a password in it
+  (``DATABASE_URL=postgres://user:pw@host/db``: the URL and the password). Values shorter
+  than 8 characters are left alone (they would match ordinary text).
+
+The same :func:`redact` cleans every message the testkit prints.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import json
 import os
 import re
 from typing import Any, Iterable, Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 CALL_HEADER = "x-personalens-call"
@@ -35,21 +43,70 @@ _SECRET_NAME = re.compile(
 #: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them)
 _SECRET_KEY_ENDINGS = (b'key"', b'token"', b'secret"', b'password"', b'passwd"', b'authorization"', b'signature"',
                        b'sig"', b'credential"', b"x-amz-")
-_SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY_ID|CREDENTIALS?)", re.IGNORECASE)
+_SECRET_ENV = re.compile(
+    r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY_ID|CREDENTIAL|(^|_)KEY$|(^|_)PASS$|(^|_)DSN$)", re.IGNORECASE)
+#: the shortest value treated as a secret
+MIN_SECRET_CHARS = 8
+_extra_names: tuple[str, ...] = ()
+
+
+def register_secret_names(names: Iterable[str]) -> None:
+    """Also treat these environment variables as secrets (the config's ``secret_env``), in this process."""
+    global _extra_names
+    _extra_names = tuple(sorted(set(_extra_names) | set(names)))
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(value, placeholder) for every secret-looking environment variable worth hiding, longest first."""
+    """(value, placeholder) for every secret environment variable worth hiding, longest first."""
     env = os.environ if env is None else env
     # pytest sets PYTEST_CURRENT_TEST for every test phase: left out, so the memo holds across tests
-    return list(_secret_values(tuple(item for item in env.items() if item[0] != "PYTEST_CURRENT_TEST")))
+    return list(_secret_values(tuple(item for item in env.items() if item[0] != "PYTEST_CURRENT_TEST"), _extra_names))
+
+
+def _url_password(value: str) -> str | None:
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value.strip()).password
+    except ValueError:
+        return None
 
 
 @functools.lru_cache(maxsize=8)
-def _secret_values(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+def _secret_values(items: tuple[tuple[str, str], ...], extra: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """Memoised on the environment's contents: every transcript and row is redacted."""
-    found = {value: f"<{name}>" for name, value in items if _SECRET_ENV.search(name) and len(value) >= 8}
+    found: dict[str, str] = {}
+    for name, value in items:
+        password = _url_password(value)
+        if _SECRET_ENV.search(name) or name in extra or password:
+            for secret in (value, password):
+                if secret and len(secret) >= MIN_SECRET_CHARS:
+                    found.setdefault(secret, f"<{name}>")
     return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
+
+
+def _json_text(text: str, *, ascii_only: bool = False) -> str:
+    """How a string's characters appear inside a JSON string (quotes, backslashes, controls escaped;
+    with ``ascii_only``, every other non-ASCII character as ``\\uXXXX``)."""
+    return json.dumps(text, ensure_ascii=ascii_only)[1:-1]
+
+
+@functools.lru_cache(maxsize=8)
+def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = False) -> tuple[tuple[str, str], ...]:
+    """Every form a secret can take in a file of ours, with its placeholder, longest first: as it is,
+    JSON-escaped (also as ASCII, and twice over), URL-encoded. ``json_only``: only forms that can
+    stand inside a JSON string (for JSON text, where a raw quote would be syntax)."""
+    forms: dict[str, str] = {}
+    for value, placeholder in secrets:
+        once = {_json_text(value), _json_text(value, ascii_only=True)}
+        twice = {_json_text(form) for form in once}
+        encoded = {quote(value, safe=""), quote_plus(value), quote(value)}
+        candidates = once | twice | encoded | (set() if json_only else {value})
+        for form in candidates:
+            if json_only and form != _json_text(form) and form not in once | twice:
+                continue
+            forms.setdefault(form, placeholder)
+    return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
 
 
 def is_secret_name(name: str) -> bool:
@@ -81,8 +138,11 @@ def _redact_json(value: Any) -> Any:
 
 
 def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
-    for value, placeholder in secrets:
-        data = data.replace(value.encode("utf-8"), placeholder.encode("utf-8"))
+    """Bytes with every form of every secret replaced by its placeholder."""
+    for form, placeholder in secret_forms(tuple(secrets)):
+        encoded = form.encode("utf-8")
+        if encoded in data:
+            data = data.replace(encoded, placeholder.encode("utf-8"))
     return data
 
 
@@ -174,8 +234,9 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
     if not found:
         return value
     if isinstance(value, str):
-        for secret, placeholder in found:
-            value = value.replace(secret, placeholder)
+        for form, placeholder in secret_forms(tuple(found)):
+            if form in value:
+                value = value.replace(form, placeholder)
         return value
     if not isinstance(value, (dict, list, tuple)):
         return value
@@ -185,17 +246,12 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
 
 
 def redact_json(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> str:
-    """JSON text with every secret value, as JSON writes it (quotes and backslashes escaped),
-    replaced by its placeholder; the very same string if none is in it."""
+    """JSON text with every secret value, in every form JSON writes it (escaped, as ASCII, escaped
+    twice, URL-encoded), replaced by its placeholder; the very same string if none is in it."""
     found = secret_values() if secrets is None else list(secrets)
-    escaped = [(_json_text(secret), _json_text(placeholder)) for secret, placeholder in found]
-    if not any(secret in text for secret, _ in escaped):
+    forms = secret_forms(tuple(found), json_only=True)
+    if not any(form in text for form, _ in forms):
         return text
-    for secret, placeholder in escaped:
-        text = text.replace(secret, placeholder)
+    for form, placeholder in forms:
+        text = text.replace(form, placeholder)
     return text
-
-
-def _json_text(text: str) -> str:
-    """How a string's characters appear inside a JSON string (quotes, backslashes, controls escaped)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]

@@ -154,8 +154,10 @@ def _dialogue(row: Mapping[str, Any]) -> str:
     extra = f"<p class='fail'>{escape(error['phase'])}: {escape(error['message'])}</p>" if error else ""
     flags = row.get("injection_flags") or []
     if flags:
-        extra += ("<p class='fail'>text addressed to the judge (removed before judging): "
-                  + escape("; ".join(f"turn {f['turn']}: {f['kind']} ({f['excerpt']})" for f in flags)) + "</p>")
+        extra += ("<p class='fail'>text that looks addressed to the judge (flagged; 'removed' marks exact imitations "
+                  "of its answer format taken out before judging): " + escape("; ".join(
+                      f"turn {f['turn']}: {f['kind']}{' (removed)' if f.get('removed') else ''} ({f['excerpt']})"
+                      for f in flags)) + "</p>")
     shortfalls = "; ".join(f"{s['metric']} {s['value']} &lt; {s['floor']}" for s in row.get("shortfalls") or [])
     status = escape(row["status"])
     case = escape(case_id(row["scenario_id"], row.get("repeat")))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..errors import StorageError
 from ..files import write_atomically
 from .html import render_html
 from .junit import junit_xml
@@ -26,16 +27,20 @@ def report_json(report: Mapping[str, Any]) -> str:
 
 
 def write_report_files(report: Mapping[str, Any], *, json_path: Path | None = None, junit_path: Path | None = None,
-                       html_path: Path | None = None) -> dict[str, Path]:
-    """Write the files asked for; returns {kind: path} of what was written."""
+                       html_path: Path | None = None, failures: list[str] | None = None) -> dict[str, Path]:
+    """Write the files asked for; returns {kind: path} of what was written. A file that cannot be written
+    (a full disk) does not stop the others: its one-line reason goes to ``failures`` (raised without it)."""
     written = {}
-    if json_path is not None:
-        write_atomically(json_path, report_json(report))
-        written["JSON"] = json_path
-    if junit_path is not None:
-        write_atomically(junit_path, junit_xml(report["rows"]))
-        written["JUnit XML"] = junit_path
-    if html_path is not None:
-        write_atomically(html_path, render_html(report))
-        written["HTML"] = html_path
+    for kind, path, render in (("JSON", json_path, report_json), ("JUnit XML", junit_path, lambda r: junit_xml(r["rows"])),
+                               ("HTML", html_path, render_html)):
+        if path is None:
+            continue
+        try:
+            write_atomically(path, render(report))
+        except StorageError as exc:
+            if failures is None:
+                raise
+            failures.append(f"{kind} report: {exc}")
+            continue
+        written[kind] = path
     return written

@@ -8,6 +8,8 @@ written as readable text files, one per scenario, by whichever process ran it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 from pathlib import Path
 from typing import IO, Any, Literal, Optional
@@ -15,6 +17,8 @@ from typing import IO, Any, Literal, Optional
 from pydantic import BaseModel
 
 from ..agents.judge import Scores
+from ..errors import StorageError
+from ..files import reserve
 from ..evaluation import Evaluation
 from ..gating.thresholds import Shortfall
 
@@ -102,28 +106,82 @@ def build_row(
 
 
 class ResultsWriter:
-    """Appends rows to a JSON Lines file; opened lazily, so a run without cases writes nothing."""
+    """Appends rows to a JSON Lines file; opened lazily, so a run without cases writes nothing.
+
+    Room for the next rows is reserved on disk ahead of them (see :func:`~personalens_testkit.files.reserve`):
+    when the disk fills up, the run learns it while it can still write the row of every case it
+    has run, and stops before the next case - rows written always equal cases run. A write that
+    fails all the same leaves no torn row: the file is cut back to its last whole row.
+    """
+
+    #: room kept reserved ahead of the last row: at least this, and four times the largest row so far
+    MIN_RESERVE = 1 << 20
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self.count = 0
+        self._largest = 0
+        #: set when the rows written so far are safe but there is no room reserved for another
+        self.out_of_room: StorageError | None = None
+
+    def open(self) -> None:
+        """Create the file (and its folder) and reserve room for the first rows; raises StorageError."""
+        if self._file is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing pending
+        except OSError as exc:
+            raise StorageError(self.path, exc) from exc
+        self._reserve()
 
     def write(self, row: dict[str, Any]) -> None:
         self.write_json(json.dumps(row, ensure_ascii=False))
 
     def write_json(self, line: str) -> None:
-        """A row already written as one line of JSON."""
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
-        self._file.write(line + "\n")
-        self._file.flush()
+        """A row already written as one line of JSON. Raises StorageError if it cannot be written; sets
+        :attr:`out_of_room` if it was written but no room is left for another (the run must stop)."""
+        self.open()
+        assert self._file is not None
+        data = (line + "\n").encode("utf-8")
+        end = self._file.tell()
+        try:
+            view = memoryview(data)
+            while view:  # a raw write may take part of the data
+                written = self._file.write(view)
+                if not written:
+                    raise OSError(errno.EIO, "the write took nothing")
+                view = view[written:]
+        except OSError as exc:
+            self._cut(end)
+            raise StorageError(self.path, exc) from exc
         self.count += 1
+        self._largest = max(self._largest, len(data))
+        try:
+            self._reserve()
+        except StorageError as exc:
+            self.out_of_room = exc
+
+    def _reserve(self) -> None:
+        assert self._file is not None
+        room = max(self.MIN_RESERVE, 4 * self._largest)
+        try:
+            reserve(self._file.fileno(), self._file.tell(), room)
+        except OSError as exc:
+            raise StorageError(self.path, exc) from exc
+
+    def _cut(self, end: int) -> None:
+        """Drop whatever part of a failed row reached the file."""
+        assert self._file is not None
+        with contextlib.suppress(OSError):
+            self._file.truncate(end)
+            self._file.seek(end)
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with contextlib.suppress(OSError):
+                self._file.close()
             self._file = None
 
 

@@ -111,6 +111,8 @@ def build_report(
         "repeats": repeats(rows),
         "preference_leaks": leaks(rows),
         "injection_flagged": [case_id(r["scenario_id"], r.get("repeat")) for r in rows if r.get("injection_flags")],
+        "injection_removed": [case_id(r["scenario_id"], r.get("repeat")) for r in rows
+                              if any(f.get("removed") for f in r.get("injection_flags") or [])],
         "turn_curve": turn_curve(rows),
         "comparison": dict(comparison) if comparison else None,
         "rows": list(rows),
@@ -193,7 +195,9 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"  scenarios whose score varied across repeats: {varying}")
     flagged = report.get("injection_flagged") or []
     if flagged:
-        lines.append(f"assistant text addressed to the judge (removed before judging) in {len(flagged)} cases: "
+        removed = len(report.get("injection_removed") or [])
+        lines.append(f"assistant text that looks addressed to the judge, flagged in {len(flagged)} cases "
+                     f"(exact imitations of the judge's answer format taken out before judging in {removed}): "
                      + ", ".join(flagged[:5]) + (" ..." if len(flagged) > 5 else ""))
     leak = report.get("preference_leaks")
     if leak:

@@ -11,7 +11,8 @@ It also speaks Bedrock's Converse (``POST /model/<id>/converse``, for boto3 clie
 the server as ``endpoint_url``): the same answers, a forced tool's input for the judge.
 
 Every request body is kept in ``requests`` (Converse bodies as their chat equivalent) and
-its headers in ``headers``, for assertions.
+its headers in ``headers``, for assertions; the run's preflight calls (one minimal call per
+model before any case) are kept apart in ``pings``, and get no injected faults.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Script:
     judge_text: str | None = None
     #: HTTP status to answer every call with (for error tests); None: 200
     status: int | None = None
+    #: whether ``status`` also answers the run's preflight calls (False: a model that dies after the preflight)
+    status_pings: bool = True
     #: the user agent quotes its task in every message, so every later prompt names its scenario
     echo_task: bool = False
     #: share of requests answered with a fault instead (seeded, so a run is reproducible)
@@ -59,6 +62,7 @@ class FakeLLM:
         self.script = script or Script()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.pings: list[dict[str, Any]] = []
         #: faults injected, by kind
         self.injected: dict[str, int] = {}
         #: requests being answered now, the most at once, and when each arrived (time.time())
@@ -147,9 +151,13 @@ class FakeLLM:
                             body["_cached"] = prefix in fake.cached_prefixes
                             fake.cached_prefixes.add(prefix)
                 with fake._lock:
-                    fake.requests.append(body)
-                    fake.headers.append(dict(self.headers))
-                    fault = fake._next_fault()
+                    if _is_ping(body):
+                        fake.pings.append(body)
+                        fault = None
+                    else:
+                        fake.requests.append(body)
+                        fake.headers.append(dict(self.headers))
+                        fault = fake._next_fault()
                     fake.arrivals.append(time.time())
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -181,7 +189,7 @@ class FakeLLM:
                 elif fault == "malformed":
                     self._send_raw(200, b'{"choices": [{"message": ')
                     return
-                if fake.script.status is not None:
+                if fake.script.status is not None and (fake.script.status_pings or not _is_ping(body)):
                     self._send(fake.script.status, {"error": {"message": "scripted failure"}})
                     return
                 text = fake.answer(body)
@@ -209,6 +217,13 @@ class FakeLLM:
                     self.close_connection = True  # the client gave up first (a hang past its time limit)
 
         return Handler
+
+
+def _is_ping(body: dict[str, Any]) -> bool:
+    from personalens_testkit.llm.retry import PING_TEXT
+
+    messages = body.get("messages") or []
+    return bool(messages) and messages[-1].get("content") == PING_TEXT
 
 
 def task_of(prompt: str) -> str:

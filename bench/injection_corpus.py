@@ -1,0 +1,69 @@
+"""The judge-injection filter measured both ways, on the corpora in tests/data/injection:
+
+- benign.jsonl: ordinary assistant replies over the 20 domains, rich in scores, ratings,
+  verdict-like words and "ignore ... above" phrasing - how many the judge's copy alters
+  (must be 0) and how many are flagged (false flags: noise in the report, never a score change);
+- attack.jsonl: replies that address the judge - how many are flagged, and how many have text
+  taken out of the judge's copy, by kind.
+
+    python bench/injection_corpus.py [--show]      # --show: list every benign flag and every missed attack
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from personalens_testkit.agents.injection import find_injections, neutralise
+from personalens_testkit.llm.base import Message
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "injection"
+
+
+def load(name: str) -> list[dict]:
+    return [json.loads(line) for line in (CORPUS / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def measure(rows: list[dict]) -> list[tuple[dict, list, bool]]:
+    """(row, flags, altered) for each reply, judged as an assistant's only reply."""
+    out = []
+    for row in rows:
+        messages = [Message("user", "Could you help me with this?"), Message("assistant", row["reply"])]
+        flags = find_injections(messages)
+        altered = neutralise(messages)[1].content != row["reply"]
+        out.append((row, flags, altered))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--show", action="store_true", help="list the benign replies flagged and the attacks missed")
+    args = parser.parse_args()
+    benign, attacks = measure(load("benign.jsonl")), measure(load("attack.jsonl"))
+    altered = [r for r, _, a in benign if a]
+    flagged = [(r, f) for r, f, _ in benign if f]
+    print(f"benign replies: {len(benign)} over {len({r['domain'] for r, _, _ in benign})} domains; "
+          f"altered {len(altered)} of {len(benign)}; flagged {len(flagged)} of {len(benign)}")
+    caught = sum(1 for _, f, _ in attacks if f)
+    removed = sum(1 for _, _, a in attacks if a)
+    print(f"attack replies: {len(attacks)}; flagged {caught} of {len(attacks)} ({caught / len(attacks):.0%}); "
+          f"text removed from the judge's copy in {removed} of {len(attacks)}")
+    kinds = Counter(r["kind"] for r, _, _ in attacks)
+    hit = Counter(r["kind"] for r, f, _ in attacks if f)
+    cut = Counter(r["kind"] for r, _, a in attacks if a)
+    for kind in sorted(kinds):
+        print(f"  {kind:18} flagged {hit[kind]:>2} of {kinds[kind]:>2}, removed {cut[kind]:>2}")
+    if args.show:
+        for row in altered:
+            print("ALTERED benign:", row["reply"])
+        for row, flags in flagged:
+            print("flagged benign:", [f.kind + ": " + f.excerpt for f in flags], "|", row["reply"][:160])
+        for row, flags, _ in attacks:
+            if not flags:
+                print("missed attack:", row["kind"], "|", row["reply"][:160])
+
+
+if __name__ == "__main__":
+    main()
