@@ -10,11 +10,12 @@ takes its evaluation when it is done. Cassettes are safe to use from threads (se
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable, Sequence
 
 from .data.models import Scenario
 from .evaluation import Evaluation
+from .timebox import DaemonPool
 
 #: (case key, scenario, try, the command that re-records it)
 Case = tuple[str, Scenario, int, str]
@@ -26,7 +27,7 @@ class EvaluateAhead:
         self._position = {key: i for i, (key, *_rest) in enumerate(self._cases)}
         self._evaluate = evaluate
         self._workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="personalens")
+        self._pool = DaemonPool(workers, name="ahead")
         self._futures: dict[str, Future[Evaluation]] = {}
         self._submitted = 0
         self._lock = threading.Lock()
@@ -49,7 +50,8 @@ class EvaluateAhead:
     def _submit(self, case: Case) -> None:
         key, scenario, repeat, rerecord = case
         if key not in self._futures:
-            self._futures[key] = self._pool.submit(self._evaluate, scenario, rerecord, repeat)
+            self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Cancel what has not started; never wait for a case under way (Ctrl-C ends the run at once)."""
+        self._pool.close()

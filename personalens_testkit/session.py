@@ -127,6 +127,9 @@ class RunState:
         if self.settings.resume is not None:
             lines.append(f"resuming {self.settings.resume}: {len(self.resumed_rows)} scored cases kept, "
                          f"{len(self._all_cases)} to run")
+        if not self.thresholds.aggregate.gates:
+            lines.append(f"NO AGGREGATE GATE is set in {self.shown(self.settings.thresholds_path)}: the run is judged "
+                         "by the per-scenario floors alone")
         return lines
 
     def carry_resumed_rows(self) -> int:

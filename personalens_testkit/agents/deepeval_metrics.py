@@ -4,37 +4,45 @@ The only module that imports deepeval (the rest of the testkit never does), so t
 reuse the PersonaLens judge in their own deepeval code::
 
     from personalens_testkit.agents.deepeval_metrics import PersonalizationMetric, scenario_context
-    metric = PersonalizationMetric(model, scenario_context("user7-SD-Alarm-task-1"), threshold=0.5)
+    metric = PersonalizationMetric("openai:gpt-4o", scenario_context("user7-SD-Alarm-task-1"), threshold=0.5)
     metric.measure(ConversationalTestCase(turns=[Turn(role="user", content=...), ...]))
     metric.raw_score   # on the benchmark's 1-4 scale
     metric.score       # the same, mapped to 0-1 for deepeval's thresholds only
 
-Importing it turns deepeval's telemetry and .env loading off unless the environment
-already says otherwise.
+The judge model is a chat model of ours or a spec string / ``[models]`` name, resolved as a run
+resolves it (the project config, ``OPENAI_BASE_URL``; see :func:`judge_model`). The metrics
+survive deepeval's own copying in ``evaluate()``, ``assert_test()`` and ``deepeval test run``
+(every constructor argument is kept under its own name), start every measurement from a
+clean state (a failure never leaves an earlier score, success or reason behind), retry a
+failed call like a run does, and show the judge the dialogue as a run does (exact imitations
+of the judge's answer format taken out, see :mod:`.injection`).
+
+Importing this module changes no environment variable: deepeval reads its own (its telemetry,
+``DEEPEVAL_DISABLE_DOTENV``) when it is first imported - set them in your environment.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any, Literal
 
-os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "1")
-os.environ.setdefault("DEEPEVAL_DISABLE_DOTENV", "1")
+from deepeval.metrics import BaseConversationalMetric
+from deepeval.test_case import ConversationalTestCase, Turn
 
-from deepeval.metrics import BaseConversationalMetric  # noqa: E402
-from deepeval.test_case import ConversationalTestCase, Turn  # noqa: E402
-
-from ..data.context import ScenarioContext, build_context  # noqa: E402
-from ..data.loader import Dataset, open_dataset  # noqa: E402
-from ..errors import JudgeAnswerError, UsageError  # noqa: E402
-from ..llm.base import ChatModel, Message  # noqa: E402
-from ..scales import (  # noqa: E402
+from ..data.context import ScenarioContext, build_context
+from ..data.loader import Dataset, open_dataset
+from ..errors import UsageError
+from ..llm.base import ChatModel, Message
+from ..llm.retry import RetryPolicy
+from ..scales import (
     COHERENCE_ASSISTANT, COHERENCE_USER, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
     TASK_COMPLETION, Metric,
 )
-from .calls import CallLog  # noqa: E402
-from .judge import Judge  # noqa: E402
+from .calls import CallLog
+from .injection import neutralise
+from .judge import Judge
 
 Side = Literal["user", "assistant"]
 
@@ -63,38 +71,79 @@ def to_test_case(messages: list[Message], scenario_id: str | None = None) -> Con
     )
 
 
+def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
+    """The chat model a spec string (``openai:gpt-4o``, ``bedrock:...``) or a ``[models]`` entry name stands
+    for, resolved as a run resolves it: the project's config (``project``, default the current folder),
+    then ``OPENAI_BASE_URL`` and the key variable it names. The embedded model needs a running server:
+    ``personalens serve-model``, then ``PERSONALENS_LOCAL_URL``."""
+    from ..config import load_project_config
+    from ..llm.embedded import LocalServerSettings
+    from ..llm.registry import ModelContext, create_model
+
+    config, _ = load_project_config(Path(project or "."))
+    local_url = os.environ.get("PERSONALENS_LOCAL_URL")
+
+    def local_url_for(settings: LocalServerSettings, role: str) -> str:
+        if not local_url:
+            raise UsageError("the embedded judge needs a running server: start `personalens serve-model` and set "
+                             "PERSONALENS_LOCAL_URL to the address it prints")
+        return local_url.rstrip("/")
+
+    context = ModelContext(
+        local_url_for=local_url_for, named=config.models, openai_api_key_env=config.openai_api_key_env,
+        openai_base_url=os.environ.get("OPENAI_BASE_URL") or config.openai_base_url or "https://api.openai.com/v1",
+    )
+    return create_model(spec, context, "judge")
+
+
 class _PersonaLensMetric(BaseConversationalMetric):
     metric: Metric
 
-    def __init__(self, model: ChatModel, context: ScenarioContext, threshold: float = 0.5) -> None:
+    def __init__(self, model: ChatModel | str, context: ScenarioContext, threshold: float = 0.5,
+                 retries: int = 3) -> None:
+        # every argument is kept under its own name: deepeval rebuilds a metric from them (copy_metrics)
         self.model = model
         self.context = context
         self.threshold = threshold
+        self.retries = retries
+        self._chat = judge_model(model) if isinstance(model, str) else model
         self.include_reason = True
         self.async_mode = True
         self.strict_mode = False
         self.verbose_mode = False
-        self.evaluation_model = model.spec
+        self.evaluation_model = self._chat.spec
+        self._reset()
+
+    def _reset(self) -> None:
+        """A measurement starts clean: nothing of an earlier one (a score, a success, an error) remains."""
+        self.score: float | None = None
         self.raw_score: int | bool | None = None
-        self.error = None
+        self.success: bool | None = None
+        self.reason: str | None = None
+        self.error: str | None = None
+        self.input_tokens = self.output_tokens = 0
+        self.evaluation_cost = None
+        self.verbose_logs = None
 
     def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
         raise NotImplementedError
 
     def measure(self, test_case: ConversationalTestCase, *args: Any, **kwargs: Any) -> float:
-        log = CallLog()
+        self._reset()
+        log = CallLog(retry=RetryPolicy(attempts=self.retries + 1))
         try:
-            raw, reason = self._judge(Judge(self.model), to_messages(test_case), log)
-        except JudgeAnswerError as exc:
-            self.error = str(exc)
+            raw, reason = self._judge(Judge(self._chat), neutralise(to_messages(test_case)), log)
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
             self.success = False
             raise
+        finally:
+            self.input_tokens = sum(r.prompt_tokens or 0 for r in log.records)
+            self.output_tokens = sum(r.completion_tokens or 0 for r in log.records)
         self.raw_score = raw
         self.score = normalise(self.metric, raw)
         self.reason = reason
         self.success = self.score >= self.threshold
-        self.input_tokens = sum(r.prompt_tokens or 0 for r in log.records)
-        self.output_tokens = sum(r.completion_tokens or 0 for r in log.records)
         return self.score
 
     async def a_measure(self, test_case: ConversationalTestCase, *args: Any, **kwargs: Any) -> float:
@@ -138,10 +187,12 @@ class PersonalizationMetric(_PersonaLensMetric):
 class _RatedSide(_PersonaLensMetric):
     sides: dict[str, Metric]
 
-    def __init__(self, model: ChatModel, context: ScenarioContext, side: Side = "assistant", threshold: float = 0.5) -> None:
-        super().__init__(model, context, threshold)
+    def __init__(self, model: ChatModel | str, context: ScenarioContext, side: Side = "assistant",
+                 threshold: float = 0.5, retries: int = 3) -> None:
         if side not in self.sides:
             raise UsageError(f"side must be 'user' or 'assistant' (got {side!r})")
+        super().__init__(model, context, threshold, retries)
+        self.side = side  # kept: deepeval's copy passes it back, so the copy judges the same side
         self.metric = self.sides[side]
 
     def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
@@ -162,6 +213,6 @@ class CoherenceMetric(_RatedSide):
 
 
 __all__ = [
-    "CoherenceMetric", "NaturalnessMetric", "PersonalizationMetric", "TaskCompletionMetric", "normalise",
+    "CoherenceMetric", "NaturalnessMetric", "PersonalizationMetric", "TaskCompletionMetric", "judge_model", "normalise",
     "scenario_context", "to_messages", "to_test_case",
 ]

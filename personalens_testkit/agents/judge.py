@@ -12,8 +12,7 @@ one after the other (its server answers one request at a time, from the shared p
 
 from __future__ import annotations
 
-import contextvars
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel
 
 from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
+from ..timebox import DaemonPool
 from ..scales import (
     COHERENCE_ASSISTANT, COHERENCE_USER, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
     TASK_COMPLETION, Metric,
@@ -110,8 +110,12 @@ class Judge:
         if self.parallel <= 1:
             return [ask() for ask in asks]
         first = len(log.records)
-        with ThreadPoolExecutor(max_workers=min(self.parallel, len(asks)), thread_name_prefix="judge") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, ask) for ask in asks]
+        pool = DaemonPool(min(self.parallel, len(asks)), name="judge")
+        try:
+            futures = [pool.submit(ask) for ask in asks]
+            wait(futures)
+        finally:
+            pool.close()
         rank = {label: i for i, label in enumerate(JUDGED_ORDER)}
         log.records[first:] = sorted(log.records[first:], key=lambda record: rank.get(record.label, len(rank)))
         return [future.result() for future in futures]

@@ -43,6 +43,7 @@ import json
 from typing import Any
 
 from ..errors import ContractError
+from ..llm.openai_compat import token_count
 from .base import AssistantInput, AssistantReply
 
 
@@ -100,13 +101,9 @@ def parse_reply(answer: Any, max_chars: int = DEFAULT_MAX_REPLY_CHARS) -> Assist
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     return AssistantReply(
         text=reply.strip(),
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
+        prompt_tokens=token_count(usage.get("prompt_tokens")),
+        completion_tokens=token_count(usage.get("completion_tokens")),
     )
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _shown(value: Any) -> str:

@@ -129,7 +129,8 @@ def load_thresholds(path: str | Path) -> Thresholds:
         problem = getattr(exc, "problem", None) or "syntax error"
         raise ConfigError(path, None, f"not valid YAML: {problem}{where}") from None
     if data is None:
-        data = {}
+        raise ConfigError(path, None, "the file is empty: it sets no floor and no gate (write at least `version: 1`, "
+                                      "and the floors and gates you want: see the shipped thresholds.yaml)")
     if not isinstance(data, dict):
         raise ConfigError(path, None, f"expected a mapping of settings at the top, found {type(data).__name__}")
     try:

@@ -117,6 +117,9 @@ class OpenAICompatibleChat:
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
             usage = data.get("usage") or {}
+            if not isinstance(text, str):
+                raise TypeError(f"the message content is {type(text).__name__}, not text")
+            text.encode("utf-8")  # a lone surrogate (a "\\ud800" escape) is not text: never pass it on
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(
                 f"malformed answer from {self.base_url} ({type(exc).__name__}): {_text(content)[:300]!r}",
@@ -125,13 +128,18 @@ class OpenAICompatibleChat:
         return ChatResponse(
             text=text,
             model=str(data.get("model") or self.model),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
+            prompt_tokens=token_count(usage.get("prompt_tokens") if isinstance(usage, dict) else None),
+            completion_tokens=token_count(usage.get("completion_tokens") if isinstance(usage, dict) else None),
             finish_reason=choice.get("finish_reason"),
         )
 
     def close(self) -> None:
         self._client.close()
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as a server reported it, if it is one (a hostile server may send anything)."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def bound_strings(schema: Any, max_chars: int) -> Any:

@@ -95,7 +95,7 @@ def build_row(
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags, preference_leak=evaluation.preference_leak,
         error=None if error is None else {
             "kind": error.kind, "phase": error.phase, "message": error.message, "raw_answer": error.raw_answer,
-            "source": error.source,
+            "source": error.source, "endpoint": error.endpoint, "cause": error.cause, "disk_full": error.disk_full,
         },
         turns=dialogue.turns, max_turns=evaluation.max_turns,
         termination=dialogue.termination.value if dialogue.termination else None,

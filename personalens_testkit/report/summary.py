@@ -19,6 +19,11 @@ from ..gating.thresholds import Thresholds
 from ..scales import METRICS
 
 REPORT_VERSION = 1
+#: how the summary names each source of errors
+ERROR_SOURCES = {
+    "assistant": "from the assistant", "user_agent": "from the user agent", "judge": "from the judge",
+    "setup": "in setting up", "storage": "writing files (a full disk?)", "internal": "inside the testkit (please report)",
+}
 ROLES = ("user_agent", "assistant", "judge")
 
 
@@ -174,7 +179,7 @@ def format_summary(report: Mapping[str, Any]) -> list[str]:
     errors = report.get("errors_by_source") or {}
     if errors:
         lines.append("")
-        parts = [f"{n} from the {src.replace('_', ' ')}" for src, n in sorted(errors.items())]
+        parts = [f"{n} {ERROR_SOURCES.get(src, 'from ' + src)}" for src, n in sorted(errors.items())]
         lines.append(f"errors (never scored): {sum(errors.values())}: " + ", ".join(parts)
                      + " - 'assistant' is your bot; the user agent and the judge are the benchmark's models")
     total = report["ledger"]["total"]

@@ -12,7 +12,7 @@ the server as ``endpoint_url``): the same answers, a forced tool's input for the
 
 Every request body is kept in ``requests`` (Converse bodies as their chat equivalent) and
 its headers in ``headers``, for assertions; the run's preflight calls (one minimal call per
-model before any case) are kept apart in ``pings``, and get no injected faults.
+model before any case) are kept apart in ``pings``, and get no injected fault and no delay.
 """
 
 from __future__ import annotations
@@ -47,8 +47,13 @@ class Script:
     #: share of requests answered with a fault instead (seeded, so a run is reproducible)
     fault_rate: float = 0.0
     #: which faults, in turn: "429", "500", "hang" (answers after hang_s), "drop" (closes the
-    #: connection without an answer), "malformed" (200 with a broken body)
+    #: connection without an answer), "malformed" (200 with a broken body), "nonutf8" (200 with a
+    #: body that is not UTF-8), "surrogate" (200 whose text is a lone surrogate escape)
     faults: tuple[str, ...] = ("429", "500", "hang", "drop", "malformed")
+    #: the first N requests (preflight calls aside) are answered 429 (a model that recovers)
+    fail_first: int = 0
+    #: a judge call whose prompt contains this text gets an answer that is not a score
+    judge_fail_marker: str | None = None
     hang_s: float = 2.0
     seed: int = 7
     #: seconds to wait before every answer (a slow model)
@@ -105,6 +110,8 @@ class FakeLLM:
         if fmt is not None:
             if script.judge_text is not None:
                 return script.judge_text
+            if script.judge_fail_marker is not None and script.judge_fail_marker in json.dumps(body, ensure_ascii=False):
+                return "I would rather not give a score."
             schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema", {})
             keys = list(schema.get("properties", {}))
             if "verdict" in keys:
@@ -157,7 +164,7 @@ class FakeLLM:
                     else:
                         fake.requests.append(body)
                         fake.headers.append(dict(self.headers))
-                        fault = fake._next_fault()
+                        fault = "429" if len(fake.requests) <= fake.script.fail_first else fake._next_fault()
                     fake.arrivals.append(time.time())
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -176,7 +183,7 @@ class FakeLLM:
                         fake.in_flight -= 1
 
             def _answer(self, body: dict[str, Any], fault: str | None, converse: bool) -> None:
-                if fake.script.delay_s:
+                if fake.script.delay_s and not _is_ping(body):
                     time.sleep(fake.script.delay_s)
                 if fault == "drop":
                     self.close_connection = True
@@ -188,6 +195,12 @@ class FakeLLM:
                     return
                 elif fault == "malformed":
                     self._send_raw(200, b'{"choices": [{"message": ')
+                    return
+                elif fault == "nonutf8":
+                    self._send_raw(200, '{"choices": [{"message": {"content": "caf\u00e9"}}]}'.encode("latin-1"))
+                    return
+                elif fault == "surrogate":
+                    self._send_raw(200, b'{"choices": [{"message": {"content": "\\ud800 broken"}}]}')
                     return
                 if fake.script.status is not None and (fake.script.status_pings or not _is_ping(body)):
                     self._send(fake.script.status, {"error": {"message": "scripted failure"}})
