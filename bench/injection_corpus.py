@@ -6,6 +6,10 @@
 - attack.jsonl: replies that address the judge - how many are flagged, and how many have text
   taken out of the judge's copy, by kind.
 
+The same for heldout/, a second pair written blind (without seeing the filter or the first
+pair): the filter's patterns were written with the first pair in view, so heldout/ is the
+honest estimate of what it catches on attacks it has not seen.
+
     python bench/injection_corpus.py [--show]      # --show: list every benign flag and every missed attack
 """
 
@@ -22,8 +26,8 @@ from personalens_testkit.llm.base import Message
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "injection"
 
 
-def load(name: str) -> list[dict]:
-    return [json.loads(line) for line in (CORPUS / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+def load(name: str, folder: Path = CORPUS) -> list[dict]:
+    return [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def measure(rows: list[dict]) -> list[tuple[dict, list, bool]]:
@@ -41,7 +45,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", action="store_true", help="list the benign replies flagged and the attacks missed")
     args = parser.parse_args()
-    benign, attacks = measure(load("benign.jsonl")), measure(load("attack.jsonl"))
+    for title, folder in (("corpus (the filter was written with it in view)", CORPUS),
+                          ("held-out corpus (written blind)", CORPUS / "heldout")):
+        print(f"== {title}: {folder}")
+        report(measure(load("benign.jsonl", folder)), measure(load("attack.jsonl", folder)), show=args.show)
+
+
+def report(benign: list, attacks: list, *, show: bool) -> None:
     altered = [r for r, _, a in benign if a]
     flagged = [(r, f) for r, f, _ in benign if f]
     print(f"benign replies: {len(benign)} over {len({r['domain'] for r, _, _ in benign})} domains; "
@@ -55,7 +65,7 @@ def main() -> None:
     cut = Counter(r["kind"] for r, _, a in attacks if a)
     for kind in sorted(kinds):
         print(f"  {kind:18} flagged {hit[kind]:>2} of {kinds[kind]:>2}, removed {cut[kind]:>2}")
-    if args.show:
+    if show:
         for row in altered:
             print("ALTERED benign:", row["reply"])
         for row, flags in flagged:

@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PersonalensError as exc:
-        print(f"personalens: error: {exc}", file=sys.stderr)
+        from .replay.scrub import redact
+
+        print(redact(f"personalens: error: {exc}"), file=sys.stderr)
         return 2
 
 

@@ -200,7 +200,7 @@ def _or_exit(call: Any) -> Any:
     try:
         return call()
     except PersonalensError as exc:
-        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(redact(str(exc)), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -213,7 +213,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cases = state.cases(kind)
         state.thresholds  # noqa: B018 - a broken thresholds file stops the run before any case
     except PersonalensError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        pytest.fail(redact(str(exc)), pytrace=False)
     if state.settings.repeat == 1:
         metafunc.parametrize("scenario", [s for s, _ in cases], ids=[s.scenario_id for s, _ in cases])
     else:
@@ -263,7 +263,7 @@ def score_floors(personalens_run: RunState) -> ScenarioFloors:
     try:
         return personalens_run.thresholds.scenario
     except PersonalensError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        pytest.fail(redact(str(exc)), pytrace=False)
 
 
 @pytest.fixture

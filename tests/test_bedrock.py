@@ -5,6 +5,7 @@ agent, assistant and judge on Bedrock) runs through the real dialogue loop."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from botocore.stub import ANY, Stubber
@@ -151,3 +152,107 @@ def test_a_whole_dialogue_on_bedrock_through_the_real_loop():
     assert evaluation.verdict.reasons["task_completion"] == "alarm set for 7:00 with birdsong"
     calls = evaluation.dialogue.log.records
     assert len(calls) == 10 and {c.prompt_tokens for c in calls if c.role == "judge"} == {900}
+
+
+# -- judges of every family the paper used, checked against the Converse service model ------------------
+
+SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}, "justification": {"type": "string"}},
+          "required": ["score", "justification"]}
+
+
+@pytest.mark.parametrize("model_id, choice, system", [
+    ("us.anthropic.claude-3-5-sonnet-20241022-v2:0", {"tool": {"name": "coherence_user"}}, True),
+    ("amazon.nova-pro-v1:0", {"tool": {"name": "coherence_user"}}, True),
+    ("mistral.mistral-large-2402-v1:0", {"any": {}}, True),       # tools, but no specific tool choice
+    ("meta.llama3-1-70b-instruct-v1:0", None, True),              # no forced tool: the answer is parsed
+    ("mistral.mixtral-8x7b-instruct-v0:1", None, False),          # no tool and no system prompt
+])
+def test_each_family_gets_a_request_it_accepts(model_id, choice, system):
+    chat, stub = stubbed(model_id)
+    payload = {"score": 4, "justification": "clear"}
+    answer = tool_answer("coherence_user", payload) if choice else text_answer(json.dumps(payload))
+    seen: dict = {}
+    chat._client.meta.events.register("provide-client-params.bedrock-runtime.Converse",
+                                      lambda params, **_: seen.update(params))
+    stub.add_response("converse", answer)
+    request = ChatRequest(messages=(Message("system", "You judge."), Message("user", "rate it")), purpose="judge",
+                          json_schema=SCHEMA, schema_name="coherence_user")
+    with stub:  # botocore validates every parameter against the service model before the stub answers
+        response = chat.complete(request)
+    assert json.loads(response.text) == payload
+    assert seen.get("toolConfig", {}).get("toolChoice") == choice
+    assert ("system" in seen) is system
+    first = seen["messages"][0]["content"][0]["text"]
+    assert first == ("rate it" if system else "You judge.\n\nrate it")
+
+
+def test_one_retry_policy_and_one_count(monkeypatch):
+    from personalens_testkit.agents.calls import CallLog
+    from personalens_testkit.llm.retry import RetryPolicy
+
+    chat, stub = stubbed(CLAUDE_3)
+    sent = []
+    chat._client.meta.events.register("before-send.bedrock-runtime.Converse", lambda **_: sent.append(1))
+    for _ in range(4):
+        stub.add_client_error("converse", service_error_code="ServiceUnavailableException", http_status_code=503)
+    log = CallLog(retry=RetryPolicy(attempts=4, initial_s=0.001, max_s=0.002, jitter_s=0.0))
+    request = ChatRequest(messages=(Message("user", "x"),), purpose="judge")
+    with stub, pytest.raises(ModelError, match=r"Bedrock ServiceUnavailableException.*\(after 4 attempts\)"):
+        log.chat(chat, request, role="judge", label="coherence_user", turn=0)
+    stub.assert_no_pending_responses()  # four answers used by four attempts: botocore itself retried none
+
+
+def test_the_read_timeout_is_the_entrys_and_aws_region_alone_is_enough(monkeypatch):
+    from personalens_testkit.assistants.registry import BuildContext, _chat
+    from personalens_testkit.llm.bedrock import aws_session
+
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    assert aws_session(None).region_name == "eu-west-3"
+    built = []
+    context = BuildContext(root=Path("."), model=lambda spec, role: None,
+                           entry_model=lambda entry, label: built.append(entry) or create_model(
+                               f"bedrock:{entry.model}", ModelContext(local_url_for=lambda s, r: "", named={}), "assistant"))
+    _chat("bot", BedrockEntry(kind="bedrock", model=CLAUDE_3, timeout_s=7), context)
+    assert built[0].timeout_s == 7
+    chat = BedrockChat(spec="bedrock:x", model_id=CLAUDE_3, read_timeout_s=7)
+    assert chat._client.meta.config.read_timeout == 7 and chat._client.meta.region_name == "eu-west-3"
+
+
+def test_credential_problems_are_one_line_with_what_to_do(monkeypatch, tmp_path):
+    from personalens_testkit.llm.bedrock import check_aws
+
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    with pytest.raises(ModelError, match=r"^AWS_PROFILE \(or the profile given\) names no profile in the AWS config"):
+        make_client(None)
+    config = tmp_path / "config"
+    config.write_text("[profile sso]\nsso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n"
+                      "sso_account_id = 123456789012\nsso_role_name = Dev\nregion = us-east-1\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "sso")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no cached SSO token
+    with pytest.raises(ModelError, match=r"^the AWS SSO session of this profile is missing: run `aws sso login`"):
+        check_aws(None)
+
+
+def test_a_replay_needs_no_aws_setup_at_all(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    client = make_client(None, replay_only=True)
+    assert client.meta.region_name == "us-east-1" and client._request_signer._credentials.access_key == "replay"
+
+
+def test_an_unknown_profile_fails_a_live_run_with_one_line(pytester, monkeypatch):
+    from .support.project import suite_project
+
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    suite_project(pytester)
+    result = pytester.runpytest("--judge-model", "bedrock:anthropic.claude-3-haiku-20240307-v1:0", "--record-mode", "all",
+                                "--profiles", "7", "--domains", "Alarm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --judge-model bedrock:anthropic.claude-3-haiku-20240307-v1:0: AWS_PROFILE (or the "
+                                 "profile given) names no profile in the AWS config (The config profile "
+                                 "(no-such-profile) could not be found)"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -79,6 +79,8 @@ FLAGS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"évaluateur|l'évaluat|evaluador|\bjuez\b|Bewerter|Gutachter|Prüfer|valutatore|\bgiudice\b|"
         r"评审|评委|评估者|打分|評価者|採点者|採点|оценщик|судь[яеи]|проверяющ", re.I)),
 )
+#: a decoded variant is searched only if it holds one of these (most decodings of ordinary text are noise)
+_HIDDEN_WORDS = ("score", "verdict", "rating", "judge", "evaluat", "grade", "rubric", "instruction")
 _SPACED = re.compile(r"\b(?:\w[ .\-]){3,}\w\b")
 #: digits written for letters inside a word ("Sc0r3"), not numbers
 _LEET = re.compile(r"\b(?=\w*[A-Za-z])(?=\w*[013457])\w+\b")
@@ -99,9 +101,12 @@ class InjectionFlag:
         return asdict(self)
 
 
-def seen_through(text: str) -> tuple[str, list[int]]:
+def seen_through(text: str) -> tuple[str, list[int] | None]:
     """The text with zero-width characters dropped, compatibility forms folded (full-width digits,
-    ligatures) and look-alike letters made Latin; and, for each character of it, where it came from."""
+    ligatures) and look-alike letters made Latin; and, for each character of it, where it came from
+    (None: nowhere else than where it is - plain ASCII text is its own view)."""
+    if text.isascii():
+        return text, None
     out: list[str] = []
     origin: list[int] = []
     for i, char in enumerate(text):
@@ -115,9 +120,9 @@ def seen_through(text: str) -> tuple[str, list[int]]:
     return "".join(out), origin
 
 
-def removable_spans(text: str) -> list[tuple[int, int]]:
+def removable_spans(text: str, seen: tuple[str, list[int] | None] | None = None) -> list[tuple[int, int]]:
     """Spans of ``text`` that imitate the judge's answer format exactly, merged, in order."""
-    view, origin = seen_through(text)
+    view, origin = seen or seen_through(text)
     spans = [(m.start(), m.end()) for pattern in (_SCORE_LABEL, _VERDICT_LABEL) for m in pattern.finditer(view)]
     spans += list(_answer_objects(view))
     merged: list[tuple[int, int]] = []
@@ -126,7 +131,12 @@ def removable_spans(text: str) -> list[tuple[int, int]]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:
             merged.append((start, end))
-    return [(origin[start], origin[end - 1] + 1) for start, end in merged]
+    return [_original(origin, start, end) for start, end in merged]
+
+
+def _original(origin: list[int] | None, start: int, end: int) -> tuple[int, int]:
+    """A span of the seen-through view as a span of the text it came from."""
+    return (start, end) if origin is None else (origin[start], origin[end - 1] + 1)
 
 
 def _answer_objects(view: str) -> Iterator[tuple[int, int]]:
@@ -158,15 +168,17 @@ def find_injections(messages: Sequence[Message]) -> list[InjectionFlag]:
 
 
 def _flags(text: str, turn: int) -> list[InjectionFlag]:
-    view, origin = seen_through(text)
-    removed = removable_spans(text)
+    view, origin = seen = seen_through(text)
+    removed = removable_spans(text, seen)
 
     def taken_out(start: int, end: int) -> bool:
-        first, last = origin[start], origin[end - 1] + 1
+        first, last = _original(origin, start, end)
         return any(low <= first and last <= high for low, high in removed)
 
     found: dict[tuple[str, str], InjectionFlag] = {}
     for variant in _variants(view, text):
+        if variant is not view and variant is not text and not any(word in variant.lower() for word in _HIDDEN_WORDS):
+            continue  # a decoding (reversed, ROT13, ...) that hides nothing a flag looks for: not searched
         for kind, pattern in FLAGS:
             for match in pattern.finditer(variant):
                 excerpt = match.group(0)[:120]

@@ -114,24 +114,25 @@ def make_client(
     """A bedrock-runtime client on the standard credential chain: one attempt per call (the run's
     retry policy does the retrying), the given read timeout.
 
-    ``replay_only``: the client's calls are answered by a cassette, so it needs no real
-    credentials or region (placeholders are used when none are configured; botocore
-    signs before the cassette sees the request).
+    ``replay_only``: the client's calls are answered by a cassette, so it signs with placeholder
+    credentials, whatever the environment holds (botocore signs before the cassette sees the
+    request: a real chain would need a region, and an SSO login, for nothing; an unknown
+    ``AWS_PROFILE`` is not looked at).
     """
     import boto3
+    import botocore.session
     from botocore.config import Config
 
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
         read_timeout=read_timeout_s, connect_timeout=10,
     )
-    session = aws_session(region)
     if replay_only:
-        if session.get_credentials() is None:
-            session = boto3.Session(region_name=session.region_name or "us-east-1",
-                                    aws_access_key_id="replay", aws_secret_access_key="replay")
-        elif session.region_name is None:
-            session = boto3.Session(region_name="us-east-1")
+        no_profile = botocore.session.get_session({"profile": (None, None, None, None)})
+        session = boto3.Session(botocore_session=no_profile, region_name=region or "us-east-1",
+                                aws_access_key_id="replay", aws_secret_access_key="replay")
+    else:
+        session = aws_session(region)
     if session.region_name is None:
         raise ModelError("no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the model's config entry")
     client = session.client("bedrock-runtime", config=config, endpoint_url=endpoint_url)
