@@ -477,4 +477,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
         f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
         f"personalens: results -> {state.run_dir}",
-    ] + ([f"personalens: {line}" for line in _or_exit(state.header_lines)] if runs_suites(config) else [])
+    ] + ([f"personalens: project {state.settings.rootdir} (pytest took its rootdir, {config.rootpath}, from a path "
+          "option given as a separate argument; write it as --option=PATH to keep pytest's own settings too)"]
+         if state.settings.rootdir != config.rootpath else []) + ([f"personalens: {line}" for line in _or_exit(state.header_lines)] if runs_suites(config) else [])

@@ -548,6 +548,8 @@ def test_resume_from_outside_the_project_keeps_the_projects_config(pytester, tmp
         kept = outside / "results.jsonl"
         kept.write_text((Path(first.stdout.str().split(" result rows -> ")[1].split()[0])).read_text())
         resumed, rows = run_rows(pytester, *ALARM, *LIVE, "--resume", str(kept))  # a separate argument
-    resumed.stdout.fnmatch_lines([f"personalens: resuming {kept}: 2 scored cases kept, 2 to run"])
+    resumed.stdout.fnmatch_lines([f"personalens: project {pytester.path} (pytest took its rootdir, *, from a "
+                                  "path option given as a separate argument*",
+                                  f"personalens: resuming {kept}: 2 scored cases kept, 2 to run"])
     assert {row["user_model"] for row in rows} == {"sim-user (openai:sim)"}  # the project's models ran
     assert len(rows) == 4
