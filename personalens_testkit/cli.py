@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PersonalensError as exc:
-        from .replay.scrub import redact
+        from .secrets import redact
 
         print(redact(f"personalens: error: {exc}"), file=sys.stderr)
         return 2

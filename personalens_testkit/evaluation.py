@@ -109,8 +109,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class Tape(Protocol):
-    """Where a scenario's model calls are recorded or replayed (see :mod:`personalens_testkit.replay.tape`)."""
+class ScenarioCassette(Protocol):
+    """Where a scenario's model calls are recorded or replayed (see :mod:`personalens_testkit.replay.cassettes`)."""
 
     def __enter__(self) -> object: ...
     def __exit__(self, *exc: object) -> None: ...
@@ -118,7 +118,7 @@ class Tape(Protocol):
     def discard(self) -> None: ...
 
 
-class _NoTape:
+class _NoCassette:
     def __enter__(self) -> object:
         return self
 
@@ -148,8 +148,8 @@ class Evaluator:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     time_limit_s: float | None = None
 
-    def evaluate(self, scenario: Scenario, tape: Tape | None = None, *, repeat: int = 1) -> Evaluation:
-        """Run and judge one scenario; with a ``tape``, its calls are recorded or replayed there.
+    def evaluate(self, scenario: Scenario, cassette: ScenarioCassette | None = None, *, repeat: int = 1) -> Evaluation:
+        """Run and judge one scenario; with a ``cassette``, its calls are recorded or replayed there.
 
         A scenario that ends in an error keeps no new recording (it would replay as a miss).
         """
@@ -160,18 +160,18 @@ class Evaluator:
         log.retry, log.time_limit_s = self.retry, self.time_limit_s
         log.deadline = None if self.time_limit_s is None else time.monotonic() + self.time_limit_s
         phase = "loading the scenario's data"
-        tape = tape if tape is not None else _NoTape()
+        cassette = cassette if cassette is not None else _NoCassette()
         try:
-            with tape:
+            with cassette:
                 ctx = build_context(self.dataset, scenario)
                 phase = "the dialogue"
-                with tape.phase("dialogue"):
+                with cassette.phase("dialogue"):
                     run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant,
                                  max_turns=evaluation.max_turns)
                 evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
-                with tape.phase("judging"):
+                with cassette.phase("judging"):
                     messages = evaluation.dialogue.messages
                     evaluation.verdict = self.judge.judge(ctx, messages, log)
                     if self.turn_level:
@@ -180,7 +180,7 @@ class Evaluator:
                         leak = self.judge.preference_leak(ctx, messages, log)
                         evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
         except Exception as exc:  # every failure is the case's error, with its cause: never a lost row
-            tape.discard()
+            cassette.discard()
             evaluation.fail(exc, phase)
         finally:
             evaluation.seconds = round(time.perf_counter() - started, 3)

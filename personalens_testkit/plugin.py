@@ -21,7 +21,7 @@ from .errors import PersonalensError, StorageError
 from .evaluation import Evaluation
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .files import write_atomically
-from .replay.scrub import redact, redact_json, register_secret_names
+from .secrets import redact, redact_json, register_secret_names
 from .report.compare import format_comparison
 from .report.summary import failed_gates, format_summary
 from .report.results import build_row, describe_replay_change, describe_shortfalls, format_transcript

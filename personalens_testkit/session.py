@@ -39,11 +39,12 @@ from .llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from .llm.retry import ping
 from .llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from .replay.plan import ReplayPlan
-from .replay.tape import TapedAssistant
+from .replay.router import recorded_answer
+from .assistants.recorded import RecordedBot
 from .report.compare import compare_rows, load_rows
 from .report.outputs import write_report_files
 from .report.results import ResultsWriter, RunInfo, format_transcript, read_rows
-from .replay.scrub import redact
+from .secrets import redact
 from .report.summary import build_report
 from .runstop import StopSignal
 
@@ -216,6 +217,7 @@ class RunState:
             local_url_for=self.local_url_for, local=self.settings.local, named=self.settings.models,
             openai_base_url=self.settings.openai_base_url, openai_api_key_env=self.settings.openai_api_key_env,
             replay_only_roles=frozenset({"user_agent", "assistant", "judge"}) - self.live_roles,
+            recorded_answer=recorded_answer,
         )
 
     def _model(self, spec: str, role: str) -> ChatModel:
@@ -240,7 +242,7 @@ class RunState:
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context)
         if self.assistant_is_bot:
-            assistant = TapedAssistant(assistant, replay=s.rejudge)
+            assistant = RecordedBot(assistant, replay=s.rejudge)
         self._closing.append(assistant)
         return assistant
 
@@ -365,17 +367,17 @@ class RunState:
         """
         try:
             evaluator = self.evaluator
-            tape = self.plan.tapes.scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
+            cassette = self.plan.cassettes.for_scenario(case_id(scenario.scenario_id, repeat), rerecord or self._rerecord_hint(scenario))
         except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns,
                                      repeat=repeat)
         if not self.uses_embedded_models:
-            return evaluator.evaluate(scenario, tape, repeat=repeat)
+            return evaluator.evaluate(scenario, cassette, repeat=repeat)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                return evaluator.evaluate(scenario, tape, repeat=repeat)
+                return evaluator.evaluate(scenario, cassette, repeat=repeat)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -460,7 +462,7 @@ class RunState:
         )
 
     def cassette_of(self, scenario: Scenario, repeat: int = 1) -> str:
-        return self.shown(self.plan.tapes.path(case_id(scenario.scenario_id, repeat)))
+        return self.shown(self.plan.cassettes.path(case_id(scenario.scenario_id, repeat)))
 
     def shown(self, path: Path) -> str:
         """A path as rows show it: relative to the project root when inside it."""

@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from vcr.request import Request
 
-from personalens_testkit.replay.scrub import (
-    REDACTED, canonical_body, is_secret_name, normalise_uri, redact, redact_json, scrub_body, secret_values,
-)
+from personalens_testkit.replay.matching import canonical_body
+from personalens_testkit.replay.scrub import REDACTED, is_secret_name, normalise_uri, scrub_body
+from personalens_testkit.secrets import redact, redact_json, secret_values
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister, assistant_folder, cassette_path
-from personalens_testkit.replay.tape import Tapes, TapeSettings
+from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
 from .support.fake_llm import FakeLLM
 
@@ -98,8 +98,8 @@ def test_botocore_never_retries_a_replay_miss(tmp_path, monkeypatch):
     client = make_client(None, replay_only=True)  # no credentials, no region: placeholders
     attempts = []
     client.meta.events.register("before-send.*", lambda **kwargs: attempts.append(1))
-    tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference"))
-    with tapes.use(tmp_path / "empty.json.xz", "none"):
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference"))
+    with cassettes.use(tmp_path / "empty.json.xz", "none"):
         with pytest.raises(CannotOverwriteExistingCassetteException) as caught:
             client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
     assert caught.value.reason == "cassette_not_found"
@@ -110,9 +110,9 @@ def test_recorded_requests_keep_no_headers_but_the_harmless(tmp_path, monkeypatc
     import httpx
 
     monkeypatch.setenv("PLANTED_API_KEY", "planted-value-0001")
-    tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
     path = tmp_path / "h.json.xz"
-    with FakeLLM() as fake, tapes.use(path, "all"):
+    with FakeLLM() as fake, cassettes.use(path, "all"):
         httpx.post(f"{fake.url}/chat/completions?key=planted-value-0001", json={"messages": [{"role": "user", "content": "x"}]},
                    headers={"Authorization": "Bearer planted-value-0001", "Cookie": "s=planted-value-0001",
                             "X-Amz-Security-Token": "planted-value-0001", "User-Agent": "agent"})

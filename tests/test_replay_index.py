@@ -12,9 +12,10 @@ from vcr.request import Request
 from personalens_testkit.llm.base import ChatRequest, Message
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.replay.indexed import IndexedCassette
-from personalens_testkit.replay.scrub import call_matcher
+from personalens_testkit.replay.matching import call_matcher
+from personalens_testkit.replay.router import recorded_answer
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister
-from personalens_testkit.replay.tape import Tapes, TapeSettings
+from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
 from .support.fake_llm import FakeLLM, Script
 
@@ -74,18 +75,18 @@ def test_the_short_cut_stands_aside_while_recording(recorded):
 def test_a_replay_answers_alike_through_the_short_cut_and_through_vcrpy(tmp_path):
     """Recorded live over HTTP; replayed with the server gone, once by the model client's short cut
     and once by a plain httpx call that goes through vcrpy's patches."""
-    tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference"))
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference"))
     path = tmp_path / "live.json.xz"
     request = ChatRequest(messages=(Message("user", "hello"),), purpose="assistant", temperature=0.0)
     with FakeLLM() as fake:
         live = OpenAICompatibleChat(spec="openai:m", base_url=fake.url, model="m")
-        with tapes.use(path, "all"):
+        with cassettes.use(path, "all"):
             recorded = [live.complete(request), live.complete(request)]
         body = live.payload(request)
         live.close()
     gone = "http://127.0.0.1:9/v1"  # nothing listens: only the cassette can answer
-    client = OpenAICompatibleChat(spec="openai:m", base_url=gone, model="m")
-    with tapes.use(path, "none"):
+    client = OpenAICompatibleChat(spec="openai:m", base_url=gone, model="m", answers=recorded_answer)
+    with cassettes.use(path, "none"):
         assert client.complete(request) == recorded[0]
         answer = httpx.post(f"{gone}/chat/completions", json=body)
         assert answer.json()["choices"][0]["message"]["content"] == recorded[1].text
@@ -104,12 +105,12 @@ def test_threads_recording_boto3_calls_at_once_each_record_theirs(tmp_path, monk
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTEST0001")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret-value-0001")
-    tapes = Tapes(TapeSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
     with FakeLLM(Script(delay_s=0.05)) as fake:
         client = make_client("us-east-1", endpoint_url=fake.url.removesuffix("/v1"))
 
         def call(i: int) -> None:
-            with tapes.use(tmp_path / f"{i}.json.xz", "all"):
+            with cassettes.use(tmp_path / f"{i}.json.xz", "all"):
                 client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": f"call {i}"}]}])
 
         threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
@@ -117,7 +118,7 @@ def test_threads_recording_boto3_calls_at_once_each_record_theirs(tmp_path, monk
             thread.start()
         for thread in threads:
             thread.join()
-        with tapes.use(tmp_path / "after.json.xz", "all"):  # the patches are still in place afterwards
+        with cassettes.use(tmp_path / "after.json.xz", "all"):  # the patches are still in place afterwards
             httpx.post(f"{fake.url}/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
     for i in range(8):
         (request, _), = _cassette(tmp_path / f"{i}.json.xz", IndexedCassette, "none").data

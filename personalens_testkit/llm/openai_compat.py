@@ -7,13 +7,16 @@ The only place that talks this wire format; transport and HTTP errors become
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import httpx
 
 from ..errors import ModelError
-from ..replay.router import recorded_answer
 from .base import ChatRequest, ChatResponse
+
+#: A source of recorded answers, given by the run when it replays (``(method, url, body)`` -> vcrpy's
+#: response dict, or None to send the request): the replay layer plugs in here, under the client.
+AnswerSource = Callable[[str, str, bytes], "dict[str, Any] | None"]
 
 #: How a backend asks for JSON-schema-constrained output:
 #: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);
@@ -40,6 +43,7 @@ class OpenAICompatibleChat:
         max_tokens_cap: dict[str, int] | None = None,
         max_string_chars: int | None = None,
         transport: httpx.BaseTransport | None = None,
+        answers: AnswerSource | None = None,
     ) -> None:
         self.spec = spec
         self.model = model
@@ -48,6 +52,8 @@ class OpenAICompatibleChat:
         self.max_tokens_cap = dict(max_tokens_cap or {})
         #: bound on every free-text field of a constrained answer, so it always ends within the token cap
         self.max_string_chars = max_string_chars
+        #: where a replay finds a call's recorded answer without building an HTTP request (None: always send)
+        self._answers = answers
         all_headers = dict(headers or {})
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
@@ -89,8 +95,8 @@ class OpenAICompatibleChat:
     def complete(self, request: ChatRequest) -> ChatResponse:
         # encoded as httpx encodes ``json=``: the bytes on the wire are the same
         body = json.dumps(self.payload(request), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        # a replay reads the cassette's answer without building an HTTP request (see recorded_answer)
-        recorded = recorded_answer("POST", f"{self.base_url}/chat/completions", body)
+        # a replay reads the cassette's answer without building an HTTP request (see AnswerSource)
+        recorded = self._answers("POST", f"{self.base_url}/chat/completions", body) if self._answers else None
         if recorded is not None:
             status, content = recorded["status"]["code"], recorded["body"]["string"]
         else:

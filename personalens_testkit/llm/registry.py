@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 from .base import ChatModel
 from .embedded import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
 from .entries import BedrockModel, LocalModel, ModelEntry, OpenAIModel, expand_env, parse_spec
+from .openai_compat import AnswerSource
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class ModelContext:
     local_timeout_s: float = 900.0
     #: roles whose calls only replay from cassettes: no server, no credentials needed
     replay_only_roles: frozenset[str] = frozenset()
+    #: where OpenAI-compatible clients find a replayed call's answer first (the run's cassettes), if any
+    recorded_answer: AnswerSource | None = None
 
 
 def resolve(name_or_spec: str, named: Mapping[str, ModelEntry]) -> ModelEntry:
@@ -52,7 +55,7 @@ def _local(label: str, entry: LocalModel, ctx: ModelContext, role: str) -> ChatM
     return OpenAICompatibleChat(
         spec=label, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
         timeout_s=ctx.local_timeout_s, max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
-        max_string_chars=LOCAL_STRING_CHARS if bundled else None,
+        max_string_chars=LOCAL_STRING_CHARS if bundled else None, answers=ctx.recorded_answer,
     )
 
 
@@ -63,7 +66,7 @@ def _openai(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> Cha
     return OpenAICompatibleChat(
         spec=label, base_url=entry.base_url or ctx.openai_base_url, model=entry.model,
         api_key=os.environ.get(key_env), json_dialect=entry.json_dialect, timeout_s=entry.timeout_s,
-        headers={name: expand_env(value) for name, value in entry.headers.items()},
+        headers={name: expand_env(value) for name, value in entry.headers.items()}, answers=ctx.recorded_answer,
     )
 
 

@@ -3,7 +3,7 @@
 vcrpy finds a request's answer by comparing it with every recorded request, several
 times per call (``can_play_response_for``, ``__contains__``, ``play_response``), and
 re-filters and deep-copies every stored interaction as it loads a cassette. Our one
-matcher (:func:`~personalens_testkit.replay.scrub.call_matcher`) is an equality of
+matcher (:func:`~personalens_testkit.replay.matching.call_matcher`) is an equality of
 (method, normalised URI, canonical body), so the same answers come from a dictionary:
 same order, same play counts, same record modes; vcrpy's own code does the rest (saving,
 re-recording, the message of a miss).
@@ -23,7 +23,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
 from vcr.request import Request
 
-from .scrub import same_call
+from .matching import same_call
 
 
 def raw_key(request: Any) -> tuple[str, str, bytes]:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
 from .recorded import COMPARED, differences, load_recorded, merge_recorded, recorded_results_path
-from .tape import Tapes, TapeSettings
+from .cassettes import Cassettes, CassetteSettings
 
 ROLES = frozenset({"user_agent", "assistant", "judge"})
 
@@ -40,14 +40,14 @@ class ReplayPlan:
     shown: Callable[[Path], str] = str
 
     @cached_property
-    def tapes(self) -> Tapes:
-        return Tapes(TapeSettings(
+    def cassettes(self) -> Cassettes:
+        return Cassettes(CassetteSettings(
             cassette_dir=self.cassette_dir, assistant=self.assistant, record_mode=self.record_mode,
             rejudge=self.rejudge, judge=self.judge, assistant_is_bot=self.assistant_is_bot,
         ))
 
     def has_cassette(self, scenario: Scenario, repeat: int) -> bool:
-        return self.tapes.has_cassette(case_id(scenario.scenario_id, repeat))
+        return self.cassettes.has_cassette(case_id(scenario.scenario_id, repeat))
 
     @property
     def replays_only(self) -> bool:
@@ -74,7 +74,7 @@ class ReplayPlan:
 
     def summary(self) -> str:
         """One line for the run header: what replays, what records, and how to record the rest."""
-        folder = self.tapes.folder
+        folder = self.cassettes.folder
         selected = len(self.all_cases)
         recorded = len(self.runnable) if self.replays_only else sum(self.has_cassette(s, r) for s, r in self.all_cases)
         what = "scenarios" if self.repeat == 1 else f"cases ({self.repeat} tries of each scenario)"
@@ -96,7 +96,7 @@ class ReplayPlan:
             what = "re-judge" if self.rejudge else "replay offline"
             raise UsageError(
                 f"nothing to {what}: none of the {len(self.all_cases)} selected scenarios has a cassette in "
-                f"{self.tapes.folder}; record them with --record-mode once (live models), "
+                f"{self.cassettes.folder}; record them with --record-mode once (live models), "
                 "or choose another --cassette-dir or --assistant"
             )
 

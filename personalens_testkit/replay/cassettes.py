@@ -1,17 +1,17 @@
 """Cassettes around a scenario's calls: record, replay, explain misses.
 
-A :class:`Tapes` object (one per process) opens a :class:`ScenarioTape` per scenario.
-The tape opens the scenario's cassette with vcrpy for the dialogue and the judging, or,
-when re-judging, replays the dialogue from the scenario's cassette and records or replays
-the judge's calls in a cassette of their own (``rejudged/<judge>/``).
+A :class:`Cassettes` object (one per process) opens a :class:`ScenarioCassettes` per
+scenario, which opens the scenario's cassette with vcrpy for the dialogue and the judging,
+or, when re-judging, replays the dialogue from the scenario's cassette and records or
+replays the judge's calls in a cassette of their own (``rejudged/<judge>/``).
 
 The assistant under test: a model-backed assistant (the built-in reference assistant,
 the ``bedrock`` kind) is a model call like any other - what it answers is determined by
 what is sent, so a changed prompt or model is a miss, never a stale answer. A bot (the
 ``http``, ``python``, ``command`` and ``openai`` kinds, whose code may change behind an
-unchanged request) is called live in every record mode; its replies are written to the
-cassette as ``http://assistant.personalens/reply`` interactions, which only ``--rejudge``
-replays.
+unchanged request) is called live in every record mode: its own traffic is never recorded
+here, and :class:`~personalens_testkit.assistants.recorded.RecordedBot` writes its turns to
+the cassette as ``ASSISTANT_URI`` interactions, which only ``--rejudge`` replays.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..agents.calls import CALL_ERRORS, CURRENT_CALL, CallSite
-from ..assistants.base import Assistant, AssistantInput, AssistantReply
-from ..assistants.contract import parse_reply, request_payload
+from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
 from ..errors import PersonalensError, ReplayMissError
-from .scrub import CALL_HEADER, body_difference, call_matcher, normalise_uri, scrub_body, scrub_request_headers, scrub_response, secret_values
+from ..secrets import secret_values
+from .matching import body_difference, call_matcher
+from .scrub import CALL_HEADER, normalise_uri, scrub_body, scrub_request_headers, scrub_response
 from . import router
 from .router import ACTIVE
 from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
@@ -44,7 +44,7 @@ _REASONS = {
 
 
 @dataclass(frozen=True)
-class TapeSettings:
+class CassetteSettings:
     cassette_dir: Path
     assistant: str
     record_mode: str = "none"
@@ -57,8 +57,8 @@ class TapeSettings:
 
 
 @dataclass
-class Tapes:
-    settings: TapeSettings
+class Cassettes:
+    settings: CassetteSettings
     secrets: list[tuple[str, str]] = field(default_factory=secret_values)
     _memo: dict[tuple[str, Any], tuple[str, bytes | None]] = field(default_factory=dict, repr=False)
 
@@ -76,8 +76,8 @@ class Tapes:
     def has_cassette(self, scenario_id: str) -> bool:
         return self.path(scenario_id).is_file()
 
-    def scenario(self, scenario_id: str, rerecord: str) -> ScenarioTape:
-        return ScenarioTape(self, scenario_id, rerecord)
+    def for_scenario(self, scenario_id: str, rerecord: str) -> ScenarioCassettes:
+        return ScenarioCassettes(self, scenario_id, rerecord)
 
     # -- vcrpy hooks --------------------------------------------------------------------
     def before_record_request(self, request: Any) -> Any:
@@ -142,24 +142,24 @@ class Tapes:
             cassette._save()  # vcrpy's own context does the same; a clean cassette is not written
 
 
-class ScenarioTape:
+class ScenarioCassettes:
     """The cassette(s) of one scenario. Use as a context manager around the scenario, and
     :meth:`phase` around its dialogue and its judging; :meth:`discard` keeps a failed
     scenario's new recording from being saved (a half-recorded cassette would only replay
     as a miss later)."""
 
-    def __init__(self, tapes: Tapes, scenario_id: str, rerecord: str) -> None:
-        self.tapes = tapes
+    def __init__(self, cassettes: Cassettes, scenario_id: str, rerecord: str) -> None:
+        self.cassettes = cassettes
         self.scenario_id = scenario_id
         self.rerecord = rerecord
         self._stack = contextlib.ExitStack()
         self._cassettes: list[Any] = []
         self._keep = True
 
-    def __enter__(self) -> ScenarioTape:
+    def __enter__(self) -> ScenarioCassettes:
         self._stack.enter_context(_set(CALL_ERRORS, self.explain))
-        if not self.tapes.settings.rejudge:
-            self._open(self.tapes.path(self.scenario_id), self.tapes.settings.record_mode)
+        if not self.cassettes.settings.rejudge:
+            self._open(self.cassettes.path(self.scenario_id), self.cassettes.settings.record_mode)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,14 +174,14 @@ class ScenarioTape:
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """``dialogue`` or ``judging``: under ``--rejudge`` each has its own cassette."""
-        if not self.tapes.settings.rejudge:
+        if not self.cassettes.settings.rejudge:
             yield
             return
         with contextlib.ExitStack() as stack:
             if name == "dialogue":
-                path, mode = self.tapes.path(self.scenario_id), "none"
+                path, mode = self.cassettes.path(self.scenario_id), "none"
             else:
-                path, mode = self.tapes.judge_path(self.scenario_id), self.tapes.settings.record_mode
+                path, mode = self.cassettes.judge_path(self.scenario_id), self.cassettes.settings.record_mode
             cassette = stack.enter_context(self._use(path, mode))
             self._cassettes.append(cassette)
             try:
@@ -196,7 +196,7 @@ class ScenarioTape:
         self._cassettes.append(self._stack.enter_context(self._use(path, mode)))
 
     def _use(self, path: Path, mode: str) -> Any:
-        return self.tapes.use(path, mode)
+        return self.cassettes.use(path, mode)
 
     # -- misses ---------------------------------------------------------------------------
     def explain(self, exc: BaseException, site: CallSite) -> PersonalensError | None:
@@ -208,7 +208,7 @@ class ScenarioTape:
         cassette = getattr(miss, "cassette", None)
         detail = ""
         if reason in ("no_match", "nothing_similar") and cassette is not None:
-            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site, self.tapes.secrets)
+            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site, self.cassettes.secrets)
         cassette = getattr(cassette, "_path", "")
         return ReplayMissError(
             f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
@@ -249,52 +249,3 @@ def _set(var: ContextVar[Any], value: Any) -> Iterator[None]:
         yield
     finally:
         var.reset(token)
-
-
-class TapedAssistant:
-    """A bot under test, called live; each turn is also written to (or, re-judging, read from) the cassette."""
-
-    def __init__(self, inner: Assistant, *, replay: bool) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.context = inner.context
-        self.replay = replay
-
-    def reply(self, turn: AssistantInput) -> AssistantReply:
-        from vcr.errors import CannotOverwriteExistingCassetteException
-        from vcr.request import Request
-
-        cassette = ACTIVE.get()
-        if cassette is None:
-            return self.inner.reply(turn)
-        body = json.dumps(request_payload(turn), sort_keys=True, ensure_ascii=False).encode("utf-8")
-        request = Request("POST", ASSISTANT_URI, body, {"content-type": "application/json"})
-        if self.replay:
-            if not cassette.can_play_response_for(request):
-                raise CannotOverwriteExistingCassetteException(cassette=cassette, failed_request=request)
-            return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
-        reply = self.inner.reply(turn)
-        if not cassette.write_protected and not self._recorded_already(cassette, request, reply):
-            usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
-            answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
-            cassette.append(request, {
-                "status": {"code": 200, "message": "OK"},
-                "headers": {"content-type": ["application/json"]},
-                "body": {"string": answer},
-            })
-        return reply
-
-    @staticmethod
-    def _recorded_already(cassette: Any, request: Any, reply: AssistantReply) -> bool:
-        """new_episodes: the same turn with the same reply is in the cassette already (not stored twice)."""
-        if cassette.record_mode != "new_episodes" or not cassette.can_play_response_for(request):
-            return False
-        stored = json.loads(cassette.play_response(request)["body"]["string"])
-        return stored.get("reply") == reply.text
-
-    def check(self) -> None:
-        if not self.replay:
-            self.inner.check()
-
-    def close(self) -> None:
-        self.inner.close()

@@ -1,0 +1,36 @@
+"""Which model or bot call is being made, in this thread: the one piece of context the layers share.
+
+The agents set it around each call (:func:`~personalens_testkit.llm.calling.make_call`); the
+replay layer reads it to label a recorded request and to explain a miss, and installs an
+explainer that turns its own exceptions into one line - without either importing the other.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from .errors import PersonalensError
+
+CallRole = Literal["user_agent", "assistant", "judge"]
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Which call is being made: its role, what for, and the dialogue turn."""
+
+    role: CallRole
+    label: str
+    turn: int
+
+    def describe(self) -> str:
+        return f"{self.role.replace('_', ' ')} ({self.label}" + (f", turn {self.turn})" if self.turn else ")")
+
+
+#: The call in progress in this thread (the replay layer labels and explains requests with it).
+CURRENT_CALL: ContextVar[CallSite | None] = ContextVar("personalens_current_call", default=None)
+#: Turns an exception raised inside a call into one of ours (set by the replay layer), or None.
+CALL_ERRORS: ContextVar[Callable[[BaseException, CallSite], PersonalensError | None] | None] = ContextVar(
+    "personalens_call_errors", default=None
+)

@@ -1,0 +1,67 @@
+"""One call at a call site: labelled, bounded by the scenario's deadline, retried by the policy.
+
+The agents and the dialogue make every model and bot call through :func:`make_call`; the call
+log (:mod:`personalens_testkit.agents.calls`) only records what it returns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
+from ..errors import DeadlineReached, ModelError
+from ..timebox import TimeLimit, call_within
+from .retry import RetryPolicy, call_with_retries
+
+T = TypeVar("T")
+
+
+def make_call(call: Callable[[], T], site: CallSite, *, policy: RetryPolicy, deadline: float | None = None,
+              time_limit_s: float | None = None) -> tuple[T, int]:
+    """``call()`` at ``site``: returns its result and the attempts it took. Retryable failures are retried
+    per ``policy``; with a ``deadline`` (``time.monotonic()``) each attempt is given up once it passes,
+    even while it runs. A failure is raised re-labelled with the role and turn (and the attempts), or as
+    the one-line error the replay layer's explainer gives it."""
+    token = CURRENT_CALL.set(site)
+    attempts = 1
+
+    def retried(_: BaseException) -> None:
+        nonlocal attempts
+        attempts += 1
+
+    try:
+        return call_with_retries(_bounded(call, site, deadline, time_limit_s), policy, deadline=deadline,
+                                 on_retry=retried), attempts
+    except Exception as exc:
+        explain = CALL_ERRORS.get()
+        ours = explain(exc, site) if explain is not None else None
+        if ours is not None:
+            ours.call_role = site.role
+            raise ours from None
+        exc.call_role = site.role  # type: ignore[attr-defined] - which part of the dialogue failed
+        if isinstance(exc, ModelError):
+            if attempts > 1:
+                exc.args = (f"{exc.args[0]} (after {attempts} attempts)", *exc.args[1:])
+            raise exc.for_role(site.describe()) from exc.__cause__
+        raise
+    finally:
+        CURRENT_CALL.reset(token)
+
+
+def _bounded(call: Callable[[], T], site: CallSite, deadline: float | None, limit_s: float | None) -> Callable[[], T]:
+    """The call, bounded while it runs by what is left of the scenario's time (each attempt)."""
+    if deadline is None:
+        return call
+
+    def bounded() -> T:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of {limit_s:g} s ran out")
+        try:
+            return call_within(call, left, name="call")
+        except TimeLimit:
+            raise DeadlineReached(f"{site.describe()} given up while it ran: the scenario's time limit of "
+                                  f"{limit_s:g} s ran out") from None
+
+    return bounded
