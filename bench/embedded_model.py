@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from personalens_testkit.agents.judge import Judge
-from personalens_testkit.agents.render import dialogue_block, fill
+from personalens_testkit.prompts.render import dialogue_block, fill
 from personalens_testkit.agents.user_agent import UserAgent
 from personalens_testkit.assistants.reference import ReferenceAssistant
 from personalens_testkit.data import open_dataset

@@ -62,9 +62,9 @@ def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[
 
 def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
     """The same scenarios in a plain loop, one after the other, in this process."""
-    from personalens_testkit.config import resolve_settings
     from personalens_testkit.data.models import TaskKind
-    from personalens_testkit.session import RunState
+    from personalens_testkit.run.state import Run
+    from personalens_testkit.settings import resolve_settings
 
     os.environ["OPENAI_BASE_URL"] = url
     names = ["user_model", "judge_model", "assistant_model", "shard", "max_turns", "record_mode", "task_kind",
@@ -72,12 +72,12 @@ def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
     values = ["openai:fake-user", "openai:fake-judge", "openai:fake-bot", shard, 1, "all", "sd",
               str(tmp / "cassettes-seq"), str(tmp / "results-seq")]
     settings = resolve_settings(dict(zip(names, values)), ROOT, os.environ)
-    state = RunState(settings, run_id="sequential", is_controller=True)
-    state.evaluator.judge.parallel = 1  # the upstream way: every call after the one before
-    cases = state.cases(TaskKind.SD)
+    state = Run(settings, run_id="sequential", is_controller=True)
+    state.runner.evaluator.judge.parallel = 1  # the upstream way: every call after the one before
+    cases = state.cases_of(TaskKind.SD)
     started = time.perf_counter()
     for scenario, repeat in cases:
-        evaluation = state.evaluate(scenario, repeat=repeat)
+        evaluation = state.runner.evaluate(scenario, repeat=repeat)
         assert evaluation.error is None, evaluation.error
     wall = time.perf_counter() - started
     state.close()

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from personalens_testkit import plugin
+from personalens_testkit.settings import SETTINGS
 
 RECIPES = sorted((Path(__file__).resolve().parent.parent / "examples" / "ci").glob("*.yml"))
 
 
 def plugin_options() -> set[str]:
-    """The options the plugin registers (read from its add("--...") calls)."""
-    return set(re.findall(r'add\("(--[a-z-]+)"', Path(plugin.__file__).read_text()))
+    """The options the plugin registers (every setting of the table that has one)."""
+    return {setting.option for setting in SETTINGS if setting.option}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=[p.name for p in RECIPES])

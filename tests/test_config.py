@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from personalens_testkit.config import load_project_config, resolve_settings
+from personalens_testkit.settings import load_project_config, resolve_settings
 from personalens_testkit.errors import ConfigError, UsageError
 from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds, shortfalls
 
@@ -151,7 +151,7 @@ def test_unknown_model_name_is_a_usage_error(tmp_path):
 
 
 def test_bedrock_models_are_checked_before_any_case(tmp_path, monkeypatch):
-    from personalens_testkit.session import RunState
+    from personalens_testkit.run.state import Run as RunState
 
     for variable in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         monkeypatch.delenv(variable, raising=False)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from personalens_testkit.agents.answers import PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
-from personalens_testkit.config import resolve_settings
+from personalens_testkit.settings import resolve_settings
 from personalens_testkit.errors import ConfigError, JudgeAnswerError, PersonalensError
 from personalens_testkit.gating.thresholds import Thresholds, load_thresholds
 

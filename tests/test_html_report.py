@@ -13,7 +13,8 @@ import pytest
 
 from personalens_testkit.gating.thresholds import Thresholds
 from personalens_testkit.report.html import render_html
-from personalens_testkit.report.summary import build_report
+from personalens_testkit.report.model import build_report
+from personalens_testkit.results.rows import ResultRow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -50,7 +51,8 @@ def browse(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_html_report_renders_in_chromium(tmp_path):
-    report = build_report(rows(), Thresholds(), run={"assistant": "my-bot", "run_id": "r1"})
+    report = build_report([ResultRow.model_validate(row) for row in rows()], Thresholds(),
+                          run={"assistant": "my-bot", "run_id": "r1"})
     page = tmp_path / "report.html"
     page.write_text(render_html(report))
     html = page.read_text()

@@ -6,7 +6,7 @@ import pytest
 
 from personalens_testkit.agents.calls import CallLog
 from personalens_testkit.agents.judge import Judge
-from personalens_testkit.agents.render import dialogue_block
+from personalens_testkit.prompts.render import dialogue_block
 from personalens_testkit.agents.user_agent import UserAgent
 from personalens_testkit.assistants.base import AssistantInput, ContextSwitches
 from personalens_testkit.assistants.reference import ReferenceAssistant

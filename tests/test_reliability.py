@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from personalens_testkit.report.results import read_rows
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import suite_project
+from .support.project import read_rows, suite_project
 
 PYTHON = json.dumps(sys.executable)
 LIVE = ["--record-mode", "all"]
@@ -270,7 +269,7 @@ def test_no_room_for_results_fails_before_any_case(pytester, small_disk):
 
 
 def test_the_results_writer_reserves_room_ahead(small_disk):
-    from personalens_testkit.report.results import ResultsWriter
+    from personalens_testkit.results.files import ResultsWriter
 
     disk = small_disk(2048, 2048)
     writer = ResultsWriter(disk / "results.jsonl")

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from personalens_testkit.cli import main as cli
-from personalens_testkit.report.results import read_rows
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results as latest_results_of, suite_project
+from .support.project import latest_results as latest_results_of, read_rows, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 SELECTION = ["--profiles", "7", "--domains", "Alarm,Books", "--max-turns", "1"]

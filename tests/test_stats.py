@@ -11,6 +11,7 @@ from personalens_testkit.gating.stats import (
     bootstrap_mean, cohen_kappa, krippendorff_alpha_ordinal, paired_difference, pass_hat_k, weighted_kappa,
 )
 from personalens_testkit.gating.thresholds import Gate
+from personalens_testkit.results.rows import ResultRow
 
 
 def test_bootstrap_known_answers():
@@ -74,11 +75,12 @@ def test_perfect_agreement_is_one_when_defined(values):
         assert qwk == pytest.approx(1.0) and alpha == pytest.approx(1.0)
 
 
-def _row(sid: str, kind: str, domain: str, p: int, tc: bool = True, status: str = "passed") -> dict:
-    return {"scenario_id": sid, "task_kind": kind, "domains": [domain], "status": status,
-            "scores": None if status == "error" else {"task_completion": tc, "personalization": p,
-                                                      "naturalness_user": 4, "naturalness_assistant": 4,
-                                                      "coherence_user": 4, "coherence_assistant": 4}}
+def _row(sid: str, kind: str, domain: str, p: int, tc: bool = True, status: str = "passed") -> ResultRow:
+    return ResultRow.model_validate({
+        "scenario_id": sid, "task_kind": kind, "domains": [domain], "status": status,
+        "scores": None if status == "error" else {"task_completion": tc, "personalization": p, "naturalness_user": 4,
+                                                  "naturalness_assistant": 4, "coherence_user": 4,
+                                                  "coherence_assistant": 4}})
 
 
 def test_groups_and_gates():

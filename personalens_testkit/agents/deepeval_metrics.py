@@ -76,11 +76,24 @@ def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
     for, resolved as a run resolves it: the project's config (``project``, default the current folder),
     then ``OPENAI_BASE_URL`` and the key variable it names. The embedded model needs a running server:
     ``personalens serve-model``, then ``PERSONALENS_LOCAL_URL``."""
-    from ..config import load_project_config
-    from ..llm.embedded import LocalServerSettings
-    from ..llm.registry import ModelContext, create_model
+    from pydantic import TypeAdapter, ValidationError
 
-    config, _ = load_project_config(Path(project or "."))
+    from ..errors import ConfigError, dotted
+    from ..llm.embedded import LocalServerSettings
+    from ..llm.entries import ModelEntry
+    from ..llm.registry import ModelContext, create_model
+    from ..projectfiles import read_layers, table
+
+    named: dict[str, Any] = {}
+    base_url, key_env = None, None
+    for layer in read_layers(Path(project or ".")):
+        try:
+            named.update(TypeAdapter(dict[str, ModelEntry]).validate_python(table(layer.data, "models")))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(layer.path, layer.prefix + "models." + dotted(first["loc"]), first["msg"]) from None
+        base_url = layer.data.get("openai_base_url", base_url)
+        key_env = layer.data.get("openai_api_key_env", key_env)
     local_url = os.environ.get("PERSONALENS_LOCAL_URL")
 
     def local_url_for(settings: LocalServerSettings, role: str) -> str:
@@ -90,8 +103,8 @@ def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
         return local_url.rstrip("/")
 
     context = ModelContext(
-        local_url_for=local_url_for, named=config.models, openai_api_key_env=config.openai_api_key_env,
-        openai_base_url=os.environ.get("OPENAI_BASE_URL") or config.openai_base_url or "https://api.openai.com/v1",
+        local_url_for=local_url_for, named=named, openai_api_key_env=key_env or "OPENAI_API_KEY",
+        openai_base_url=os.environ.get("OPENAI_BASE_URL") or base_url or "https://api.openai.com/v1",
     )
     return create_model(spec, context, "judge")
 

@@ -28,7 +28,7 @@ from ..scales import (
 from .answers import SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
 from .calls import CallLog
 from .injection import neutralise
-from .render import demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block
+from ..prompts.render import demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block
 
 JUDGE_TEMPERATURE = 0.0
 JUDGE_MAX_TOKENS = 1024

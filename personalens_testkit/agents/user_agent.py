@@ -15,7 +15,7 @@ from typing import Sequence
 from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
 from .calls import CallLog
-from .render import (
+from ..prompts.render import (
     demographics_block, dialogue_block, fill, interactions_block, preferences_block, own_message, situation_block, SPEAKER_STOPS,
 )
 

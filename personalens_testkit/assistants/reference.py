@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..agents.render import SPEAKER_STOPS, bullet_pairs, dialogue_block, fill, interactions_block, own_message
+from ..prompts.render import SPEAKER_STOPS, bullet_pairs, dialogue_block, fill, interactions_block, own_message
 from ..llm.base import ChatModel, ChatRequest, Message
 from .base import AssistantInput, AssistantReply, ContextSwitches
 

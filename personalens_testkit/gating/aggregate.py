@@ -8,11 +8,14 @@ completion aggregates to a rate (0-1), the rated dimensions to means on their ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean
+from .thresholds import Gate
 
 #: The dimensions the paper's tables report for the assistant (Table 3, Figure 4).
 HEADLINE = ("task_completion", "personalization", "naturalness_assistant", "coherence_assistant")
@@ -21,64 +24,76 @@ SHORT = {"task_completion": "TCR", "personalization": "P", "naturalness_assistan
 GROUP_TITLES = {"overall": "all", "sd": "single-domain", "md": "multi-domain"}
 
 
-def is_scored(row: Mapping[str, Any]) -> bool:
-    return row.get("status") in ("passed", "failed") and row.get("scores") is not None
-
-
-def group_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
     """Rows (all statuses) by group, groups in report order: overall, sd, md, then domains A-Z."""
-    groups: dict[str, list[Mapping[str, Any]]] = {"overall": [], "sd": [], "md": []}
-    domains: dict[str, list[Mapping[str, Any]]] = {}
+    groups: dict[str, list[ResultRow]] = {"overall": [], "sd": [], "md": []}
+    domains: dict[str, list[ResultRow]] = {}
     for row in rows:
         groups["overall"].append(row)
-        groups[row.get("task_kind", "sd")].append(row)
-        if row.get("task_kind") == "sd" and row.get("domains"):
-            domains.setdefault(f"domain:{row['domains'][0]}", []).append(row)
+        groups[row.task_kind].append(row)
+        if row.task_kind == "sd" and row.domains:
+            domains.setdefault(f"domain:{row.domains[0]}", []).append(row)
     groups.update(sorted(domains.items()))
     return groups
 
 
-@dataclass(frozen=True)
-class GroupSummary:
-    name: str
+class GroupSummary(BaseModel):
+    """A group's counts and, per metric, its mean with a confidence interval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group: str
     scored: int
     errors: int
-    estimates: dict[str, Estimate]
+    metrics: dict[str, Estimate]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"group": self.name, "scored": self.scored, "errors": self.errors,
-                "metrics": {k: v.as_dict() for k, v in self.estimates.items()}}
+    @property
+    def name(self) -> str:
+        return self.group
+
+    @property
+    def estimates(self) -> dict[str, Estimate]:
+        return self.metrics
+
+    def as_dict(self) -> dict[str, object]:
+        return self.model_dump()
 
 
 def summarise(
-    rows: Iterable[Mapping[str, Any]], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    rows: Iterable[ResultRow], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
 ) -> dict[str, GroupSummary]:
     summaries = {}
     for name, members in group_rows(rows).items():
-        scored = [r for r in members if is_scored(r)]
-        errors = sum(1 for r in members if r.get("status") == "error")
+        scored = [r for r in members if r.scored]
+        errors = sum(1 for r in members if r.status == "error")
         estimates = {
-            metric.name: bootstrap_mean([r["scores"][metric.name] for r in scored],
+            metric.name: bootstrap_mean([r.score(metric.name) for r in scored],
                                         confidence=confidence, resamples=resamples, seed=seed)
             for metric in METRICS
         }
-        summaries[name] = GroupSummary(name, len(scored), errors, estimates)
+        summaries[name] = GroupSummary(group=name, scored=len(scored), errors=errors, metrics=estimates)
     return summaries
 
 
-@dataclass(frozen=True)
-class GateResult:
+class GateResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     metric: str
     scope: str
     on: str
     threshold: float
     estimate: Estimate
     #: None: not evaluated (no scored case, or too few for an interval)
-    passed: bool | None
+    passed: Optional[bool]
 
+    def __init__(self, metric: str, scope: str, on: str, threshold: float, estimate: Estimate,
+                 passed: bool | None, **_: object) -> None:
+        super().__init__(metric=metric, scope=scope, on=on, threshold=threshold, estimate=estimate, passed=passed)
+
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def value(self) -> float | None:
+        """What the gate compares: the mean, or the interval's low end."""
         return self.estimate.bound(self.on)
 
     def describe(self) -> str:
@@ -92,20 +107,19 @@ class GateResult:
         return (f"{head}: {verdict}: {self.value:.3f} vs threshold {self.threshold:g} "
                 f"(mean {self.estimate.describe(3)}, n={self.estimate.n})")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "scope": self.scope, "on": self.on, "threshold": self.threshold,
-                "value": self.value, "passed": self.passed, "estimate": self.estimate.as_dict()}
+    def as_dict(self) -> dict[str, object]:
+        return self.model_dump()
 
 
-def evaluate_gates(gates: Iterable[Any], summaries: Mapping[str, GroupSummary]) -> list[GateResult]:
+def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary]) -> list[GateResult]:
     """Each gate against its group(s); ``each_domain`` expands to every domain with rows."""
     results = []
     for gate in gates:
         scopes = [g for g in summaries if g.startswith("domain:")] if gate.scope == "each_domain" else [gate.scope]
-        for scope in scopes:
-            summary = summaries.get(scope)
+        for name in scopes:
+            summary = summaries.get(name)
             estimate = summary.estimates[gate.metric] if summary else Estimate(0, None, None, None)
             value = estimate.bound(gate.statistic)
             passed = None if value is None else value >= gate.min
-            results.append(GateResult(gate.metric, scope, gate.statistic, gate.min, estimate, passed))
+            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed))
     return results

@@ -9,27 +9,32 @@ intervals.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 DEFAULT_SEED = 20250611
 DEFAULT_RESAMPLES = 2000
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(BaseModel):
     """A mean with its bootstrap confidence interval (``low``/``high`` are None below two values)."""
 
+    model_config = ConfigDict(frozen=True)
+
     n: int
-    mean: float | None
-    low: float | None
-    high: float | None
+    mean: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
     confidence: float = 0.95
 
+    def __init__(self, n: int, mean: float | None, low: float | None, high: float | None, confidence: float = 0.95,
+                 **_: Any) -> None:
+        super().__init__(n=n, mean=mean, low=low, high=high, confidence=confidence)
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
     def bound(self, on: str) -> float | None:
         """The value a gate compares: ``mean`` or ``lower_bound`` (the interval's low end)."""

@@ -5,8 +5,7 @@
   is an error, never a green run of zero cases.
 - The live roles: none in ``none`` mode (nothing is started or contacted), the judge alone
   when re-judging, none in ``once`` mode when every case has its cassette, else all.
-- A whole-run offline replay of a model assistant must reproduce the recorded results
-  (``<assistant>/results.jsonl``); recording runs keep their scored rows there.
+- A whole-run offline replay: nothing under test is live (see :attr:`ReplayPlan.checks_reproduction`).
 """
 
 from __future__ import annotations
@@ -14,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
-from .recorded import COMPARED, differences, load_recorded, merge_recorded, recorded_results_path
 from .cassettes import Cassettes, CassetteSettings
 
 ROLES = frozenset({"user_agent", "assistant", "judge"})
@@ -72,8 +70,9 @@ class ReplayPlan:
             return frozenset()
         return ROLES
 
-    def summary(self) -> str:
-        """One line for the run header: what replays, what records, and how to record the rest."""
+    def summary(self, reproduces: str = "") -> str:
+        """One line for the run header: what replays, what records, and how to record the rest
+        (``reproduces``: where the recorded results a whole-run replay must reproduce are)."""
         folder = self.cassettes.folder
         selected = len(self.all_cases)
         recorded = len(self.runnable) if self.replays_only else sum(self.has_cassette(s, r) for s, r in self.all_cases)
@@ -85,8 +84,8 @@ class ReplayPlan:
             line = f"replaying {recorded} of {selected} selected {what} offline from {folder}"
             if selected - recorded:
                 line += f"; record the other {selected - recorded} with --record-mode once (live models)"
-            if self.checks_reproduction and self.recorded:
-                line += f"; each must reproduce its recorded result ({self.shown(self.recorded_path)})"
+            if self.checks_reproduction and reproduces:
+                line += f"; each must reproduce its recorded result ({reproduces})"
             return line
         return f"record mode {self.record_mode}: {recorded} of {selected} selected {what} have a cassette in {folder}"
 
@@ -100,28 +99,7 @@ class ReplayPlan:
                 "or choose another --cassette-dir or --assistant"
             )
 
-    # -- recorded results -------------------------------------------------------------------
-    @property
-    def recorded_path(self) -> Path:
-        return recorded_results_path(self.cassette_dir, self.assistant)
-
-    @cached_property
-    def recorded(self) -> dict[str, dict[str, Any]]:
-        """The recorded rows' compared fields, by case id (only those are kept: 4,096 whole rows are ~60 MB)."""
-        return {key: {name: row.get(name) for name in COMPARED} for key, row in load_recorded(self.recorded_path).items()}
-
     @property
     def checks_reproduction(self) -> bool:
         """A whole-run offline replay (nothing under test is live): cases must reproduce the recorded results."""
         return self.record_mode == "none" and not self.rejudge and not self.assistant_is_bot
-
-    def differences(self, key: str, now: dict[str, Any]) -> list[str] | None:
-        """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None."""
-        recorded = self.recorded.get(key) if self.checks_reproduction else None
-        return None if recorded is None else differences(recorded, now)
-
-    def keep_recorded(self, rows: Sequence[dict[str, Any]]) -> int:
-        """At the end of a recording run: its scored rows join the recorded results; returns how many."""
-        if self.record_mode == "none" or self.rejudge:
-            return 0
-        return merge_recorded(self.recorded_path, [row for row in rows if row.get("status") != "error"])

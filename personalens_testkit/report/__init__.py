@@ -1,5 +1,6 @@
-"""Result rows and transcripts (no LLMs, no pytest)."""
+"""The run report (typed: :class:`~.model.RunReport`) and what renders it: the terminal summary, JUnit XML,
+the self-contained HTML page; and the agreement of two judges. No LLMs, no pytest."""
 
-from .results import ResultRow, ResultsWriter, RunInfo, build_row, read_rows
+from .model import RunReport, build_report
 
-__all__ = ["ResultRow", "ResultsWriter", "RunInfo", "build_row", "read_rows"]
+__all__ = ["RunReport", "build_report"]

@@ -9,11 +9,18 @@ JSON-lines file of ``{"scenario_id": ..., "<dimension>": value, ...}`` human lab
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.models import case_id
 from ..gating.stats import cohen_kappa, krippendorff_alpha_ordinal, weighted_kappa
+from ..results.files import load_records
 from ..scales import METRICS
+
+
+def load_labels(path: Path, *, what: str) -> dict[str, dict[str, Any]]:
+    """Labels by case id, from result rows (their scores; errors left out) or human label records."""
+    return labels_by_scenario(load_records(path, what=what))
 
 
 def labels_by_scenario(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -26,8 +33,8 @@ def labels_by_scenario(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
     return found
 
 
-def agreement(a_rows: Iterable[Mapping[str, Any]], b_rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    a, b = labels_by_scenario(a_rows), labels_by_scenario(b_rows)
+def agreement(a: Mapping[str, dict[str, Any]], b: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Agreement per dimension between two sets of labels by case id."""
     shared = sorted(set(a) & set(b))
     dimensions = []
     for metric in METRICS:

@@ -10,14 +10,14 @@ and the judge's reasons, filterable by domain and verdict.
 
 from __future__ import annotations
 
-import json
 from html import escape
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from ..data.models import case_id
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
+from ..gating.stats import Estimate
+from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
-from .summary import gate_line
+from .model import RunReport, TurnPoint
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2430;max-width:1180px}
@@ -53,28 +53,28 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _table(report: Mapping[str, Any]) -> str:
+def _table(report: RunReport) -> str:
     head = "".join(f"<th>{escape(SHORT[m])}</th>" for m in HEADLINE)
     body = []
-    for name, group in report["aggregates"].items():
-        if name not in GROUP_TITLES or not (group["scored"] or group["errors"]):
+    for name, group in report.aggregates.items():
+        if name not in GROUP_TITLES or not (group.scored or group.errors):
             continue
-        cells = "".join(f"<td>{_estimate(group['metrics'][m])}</td>" for m in HEADLINE)
-        body.append(f"<tr><td>{GROUP_TITLES[name]}</td><td>{group['scored']}</td><td>{group['errors']}</td>{cells}</tr>")
+        cells = "".join(f"<td>{_estimate(group.metrics[m])}</td>" for m in HEADLINE)
+        body.append(f"<tr><td>{GROUP_TITLES[name]}</td><td>{group.scored}</td><td>{group.errors}</td>{cells}</tr>")
     return f"<table class='table3'><tr><th></th><th>n</th><th>errors</th>{head}</tr>{''.join(body)}</table>"
 
 
-def _estimate(e: Mapping[str, Any]) -> str:
-    if e["mean"] is None:
+def _estimate(e: Estimate) -> str:
+    if e.mean is None:
         return "-"
-    ci = f" <span class='muted'>[{e['low']:.2f}, {e['high']:.2f}]</span>" if e["low"] is not None and e["n"] > 1 else ""
-    return f"{e['mean']:.2f}{ci}"
+    ci = f" <span class='muted'>[{e.low:.2f}, {e.high:.2f}]</span>" if e.low is not None and e.n > 1 else ""
+    return f"{e.mean:.2f}{ci}"
 
 
-def _domain_bars(report: Mapping[str, Any], metric: str) -> str:
+def _domain_bars(report: RunReport, metric: str) -> str:
     """Horizontal bars per domain with the CI as a whisker."""
-    groups = [(n.removeprefix("domain:"), g["metrics"][metric]) for n, g in report["aggregates"].items() if n.startswith("domain:")]
-    groups = [(n, e) for n, e in groups if e["mean"] is not None]
+    groups = [(n.removeprefix("domain:"), g.metrics[metric]) for n, g in report.aggregates.items() if n.startswith("domain:")]
+    groups = [(n, e) for n, e in groups if e.mean is not None]
     info = METRIC_BY_NAME[metric]
     low, high = (0.0, 1.0) if info.kind == "bool" else (float(info.low), float(info.high))
     width, left, row = 420, 96, 18
@@ -90,19 +90,19 @@ def _domain_bars(report: Mapping[str, Any], metric: str) -> str:
     for i, (name, e) in enumerate(groups):
         y = 22 + i * row
         parts.append(f"<text x='4' y='{y + 12}' font-size='11'>{escape(name)}</text>")
-        parts.append(f"<rect class='bar' x='{left}' y='{y + 2}' width='{max(x(e['mean']) - left, 1):.1f}' height='12' fill='#7aa6d8'>"
-                     f"<title>{escape(name)}: {_fmt(e['mean'])} (n={e['n']})</title></rect>")
-        if e["low"] is not None and e["high"] is not None:
-            parts.append(f"<line class='ci' x1='{x(e['low']):.1f}' x2='{x(e['high']):.1f}' y1='{y + 8}' y2='{y + 8}' "
+        parts.append(f"<rect class='bar' x='{left}' y='{y + 2}' width='{max(x(e.mean) - left, 1):.1f}' height='12' fill='#7aa6d8'>"
+                     f"<title>{escape(name)}: {_fmt(e.mean)} (n={e.n})</title></rect>")
+        if e.low is not None and e.high is not None:
+            parts.append(f"<line class='ci' x1='{x(e.low):.1f}' x2='{x(e.high):.1f}' y1='{y + 8}' y2='{y + 8}' "
                          "stroke='#1d2430' stroke-width='1.5'/>")
     parts.append(f"<text x='{left}' y='{height - 2}' font-size='10' class='muted'>0</text>"
                  f"<text x='{width - 24}' y='{height - 2}' font-size='10'>{high:g}</text></svg>")
     return "".join(parts)
 
 
-def _distribution(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
+def _distribution(rows: Sequence[ResultRow], metric: str) -> str:
     info = METRIC_BY_NAME[metric]
-    values = [r["scores"][metric] for r in rows if r.get("scores")]
+    values = [r.score(metric) for r in rows if r.scores is not None]
     levels: list[Any] = [False, True] if info.kind == "bool" else list(range(info.low, info.high + 1))
     counts = [sum(1 for v in values if v == level) for level in levels]
     top = max(counts + [1])
@@ -121,12 +121,12 @@ def _distribution(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     return "".join(parts)
 
 
-def _turn_curve(curve: Sequence[Mapping[str, Any]]) -> str:
+def _turn_curve(curve: Sequence[TurnPoint]) -> str:
     if not curve:
         return ("<p class='muted'>No turn-level scores in this run: run with <code>--turn-level</code> to judge "
                 "the assistant's personalization after every turn (the paper's Figure 5).</p>")
     width, height, left = 520, 200, 34
-    last = max(p["turn"] for p in curve)
+    last = max(p.turn for p in curve)
 
     def x(t: float) -> float:
         return left + (t - 1) / max(last - 1, 1) * (width - left - 12)
@@ -134,56 +134,56 @@ def _turn_curve(curve: Sequence[Mapping[str, Any]]) -> str:
     def y(v: float) -> float:
         return 170 - (v - 1) / 3 * 150
 
-    points = " ".join(f"{x(p['turn']):.1f},{y(p['mean']):.1f}" for p in curve)
+    points = " ".join(f"{x(p.turn):.1f},{y(p.mean):.1f}" for p in curve)
     ticks = "".join(f"<text x='6' y='{y(v) + 4:.1f}' font-size='10'>{v}</text>" for v in (1, 2, 3, 4))
     return (f"<svg class='chart chart-turns' width='{width}' height='{height}' role='img' aria-label='turn-level personalization'>"
             f"{ticks}<polyline fill='none' stroke='#2f6fb3' stroke-width='2' points='{points}'/>"
-            + "".join(f"<circle cx='{x(p['turn']):.1f}' cy='{y(p['mean']):.1f}' r='3' fill='#2f6fb3'><title>turn {p['turn']}: "
-                      f"{p['mean']:.2f} (n={p['n']})</title></circle>" for p in curve)
+            + "".join(f"<circle cx='{x(p.turn):.1f}' cy='{y(p.mean):.1f}' r='3' fill='#2f6fb3'><title>turn {p.turn}: "
+                      f"{p.mean:.2f} (n={p.n})</title></circle>" for p in curve)
             + f"<text x='{left}' y='194' font-size='10'>turn 1</text><text x='{width - 50}' y='194' font-size='10'>turn {last}</text></svg>")
 
 
-def _dialogue(row: Mapping[str, Any]) -> str:
-    scores = row.get("scores") or {}
-    score_text = ", ".join(f"{SHORT.get(m.name, m.name)} {str(scores[m.name]).lower()}" for m in METRICS if m.name in scores)
+def _dialogue(row: ResultRow) -> str:
+    score_text = ", ".join(f"{SHORT.get(m.name, m.name)} {str(row.score(m.name)).lower()}" for m in METRICS
+                           if row.scores is not None)
     reasons = "".join(f"<li><b>{escape(METRIC_BY_NAME[k].title)}</b>: {escape(str(v))}</li>"
-                      for k, v in (row.get("reasons") or {}).items() if k in METRIC_BY_NAME)
+                      for k, v in row.reasons.items() if k in METRIC_BY_NAME)
     messages = "".join(f"<div class='msg {escape(m['role'])}'><b>{escape(m['role'])}</b>: {escape(m['content'])}</div>"
-                       for m in row.get("transcript") or [])
-    error = row.get("error")
-    extra = f"<p class='fail'>{escape(error['phase'])}: {escape(error['message'])}</p>" if error else ""
-    flags = row.get("injection_flags") or []
+                       for m in row.transcript)
+    error = row.error
+    extra = f"<p class='fail'>{escape(error.phase)}: {escape(error.message)}</p>" if error else ""
+    flags = row.injection_flags
     if flags:
         extra += ("<p class='fail'>text that looks addressed to the judge (flagged; 'removed' marks exact imitations "
                   "of its answer format taken out before judging): " + escape("; ".join(
-                      f"turn {f['turn']}: {f['kind']}{' (removed)' if f.get('removed') else ''} ({f['excerpt']})"
+                      f"turn {f.turn}: {f.kind}{' (removed)' if f.removed else ''} ({f.excerpt})"
                       for f in flags)) + "</p>")
-    shortfalls = "; ".join(f"{s['metric']} {s['value']} &lt; {s['floor']}" for s in row.get("shortfalls") or [])
-    status = escape(row["status"])
-    case = escape(case_id(row["scenario_id"], row.get("repeat")))
-    return (f"<details class='dialogue' data-domains='{escape(' '.join(row.get('domains', [])))}' data-status='{status}'>"
+    shortfalls = "; ".join(f"{s.metric} {s.value} &lt; {s.floor}" for s in row.shortfalls)
+    status = escape(row.status)
+    case = escape(row.case_id)
+    return (f"<details class='dialogue' data-domains='{escape(' '.join(row.domains))}' data-status='{status}'>"
             f"<summary><b>{case}</b><span class='badge b-{status}'>{status}</span> "
-            f"<span class='muted'>{escape(score_text)}; {row.get('turns', 0)} turns, {escape(str(row.get('termination')))}"
+            f"<span class='muted'>{escape(score_text)}; {row.turns} turns, {escape(str(row.termination))}"
             f"</span></summary>{extra}"
             + (f"<p>below floors: {shortfalls}</p>" if shortfalls else "")
             + (f"<ul class='reasons'>{reasons}</ul>" if reasons else "")
             + f"<div class='transcript'>{messages}</div></details>")
 
 
-def render_html(report: Mapping[str, Any]) -> str:
-    rows = report["rows"]
-    run = report.get("run") or {}
-    domains = sorted({d for r in rows for d in r.get("domains", [])})
+def render_html(report: RunReport) -> str:
+    rows = report.rows
+    run = report.run
+    domains = sorted({d for r in rows for d in r.domains})
     title = f"PersonaLens report - {run.get('assistant', 'assistant')}"
     gates = "".join(
-        f"<li class='{'fail' if g['passed'] is False else 'pass' if g['passed'] else 'muted'}'>{escape(gate_line(g))}</li>"
-        for g in report["gates"]) or "<li class='muted'>no aggregate gates set</li>"
+        f"<li class='{'fail' if g.passed is False else 'pass' if g.passed else 'muted'}'>{escape(g.describe())}</li>"
+        for g in report.gates) or "<li class='muted'>no aggregate gates set</li>"
     ledger = "".join(f"<tr><td>{escape(role.replace('_', ' '))}</td><td>{v['calls']}</td><td>{v['prompt_tokens']:,}</td>"
-                     f"<td>{v['completion_tokens']:,}</td></tr>" for role, v in report["ledger"]["total"].items())
-    leak = report.get("preference_leaks")
-    leak_html = (f"<p>Preference leaks in the user agent's opening: {leak['leaked']} of {leak['checked']} "
-                 f"({leak['rate']:.0%}).</p>" if leak else "")
-    counts = report["counts"]
+                     f"<td>{v['completion_tokens']:,}</td></tr>" for role, v in report.ledger.total.items())
+    leak = report.preference_leaks
+    leak_html = (f"<p>Preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
+                 f"({leak.rate:.0%}).</p>" if leak else "")
+    counts = report.counts
     options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
@@ -192,11 +192,11 @@ def render_html(report: Mapping[str, Any]) -> str:
 <h1>{escape(title)}</h1>
 <p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
 {escape(str(run.get('judge_model', '')))}; {counts.get('cases', 0)} cases: {counts.get('passed', 0)} passed,
-{counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report['created_at'])}</p>
-<h2>Summary (mean [{report['confidence']:.0%} bootstrap CI])</h2>{_table(report)}
+{counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report.created_at)}</p>
+<h2>Summary (mean [{report.confidence:.0%} bootstrap CI])</h2>{_table(report)}
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
-<h2>Turn-level personalization</h2>{_turn_curve(report.get('turn_curve') or [])}
+<h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
 <h2>Gates</h2><ul>{gates}</ul>
 <h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
 {leak_html}
@@ -211,6 +211,5 @@ verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all
 """
 
 
-def _json_for_script(report: Mapping[str, Any]) -> str:
-    data = {k: v for k, v in report.items() if k != "rows"}
-    return json.dumps(data).replace("</", "<\\/")
+def _json_for_script(report: RunReport) -> str:
+    return report.model_dump_json(exclude={"rows"}).replace("</", "<\\/")

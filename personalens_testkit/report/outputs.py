@@ -5,33 +5,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
 
 from ..errors import StorageError
 from ..files import write_atomically
 from .html import render_html
 from .junit import junit_xml
+from .model import RunReport
 
 
-def report_json(report: Mapping[str, Any]) -> str:
-    """The report as JSON, a line per field and per row: readable, and written by json's C encoder
-    (``indent=`` takes its pure-Python one, seconds for thousands of rows)."""
-    fields = []
-    for key, value in report.items():
-        if key == "rows" and isinstance(value, list):
-            rows = ",\n".join("  " + json.dumps(row, ensure_ascii=False) for row in value)
-            fields.append(f' "rows": [\n{rows}\n ]' if rows else ' "rows": []')
-        else:
-            fields.append(f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}")
+def report_json(report: RunReport) -> str:
+    """The report as JSON, a line per field and per row: readable, and compact where it is big."""
+    data = report.model_dump(mode="json", exclude={"rows"})
+    fields = [f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}" for key, value in data.items()]
+    rows = ",\n".join("  " + row.model_dump_json() for row in report.rows)
+    fields.append(f' "rows": [\n{rows}\n ]' if rows else ' "rows": []')
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
-def write_report_files(report: Mapping[str, Any], *, json_path: Path | None = None, junit_path: Path | None = None,
+def write_report_files(report: RunReport, *, json_path: Path | None = None, junit_path: Path | None = None,
                        html_path: Path | None = None, failures: list[str] | None = None) -> dict[str, Path]:
     """Write the files asked for; returns {kind: path} of what was written. A file that cannot be written
     (a full disk) does not stop the others: its one-line reason goes to ``failures`` (raised without it)."""
     written = {}
-    for kind, path, render in (("JSON", json_path, report_json), ("JUnit XML", junit_path, lambda r: junit_xml(r["rows"])),
+    for kind, path, render in (("JSON", json_path, report_json), ("JUnit XML", junit_path, junit_xml),
                                ("HTML", html_path, render_html)):
         if path is None:
             continue

@@ -3,6 +3,7 @@ deepeval's plugin, and optionally a personalens.toml."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -27,3 +28,9 @@ def latest_results(root: Path) -> Path:
     """The results.jsonl of the project's most recent run (by the time its folder was made: run ids
     made within one second do not sort by time)."""
     return max(root.glob("personalens-results/*/results.jsonl"), key=lambda p: p.parent.stat().st_mtime_ns)
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The complete rows of a results file, as plain dicts (a torn last line is skipped)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if line.endswith("\n") and line.strip()]

@@ -1,4 +1,4 @@
-"""Prompt templates (package files under ``prompts/``) and the text blocks that fill them.
+"""Prompt templates (the ``*.txt`` files of this package) and the text blocks that fill them.
 
 Layout rule for every prompt: the parts fixed for a scenario come first and the growing
 dialogue last, so a server's prompt-prefix cache (llama.cpp, Bedrock) reuses the prefix.
@@ -18,7 +18,7 @@ from ..llm.base import Message
 
 @cache
 def template(name: str) -> Template:
-    text = (resources.files("personalens_testkit.agents") / "prompts" / f"{name}.txt").read_text(encoding="utf-8")
+    text = (resources.files("personalens_testkit.prompts") / f"{name}.txt").read_text(encoding="utf-8")
     return Template(text)
 
 

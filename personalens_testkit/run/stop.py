@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .files import reserve
+from ..files import reserve
+from ..settings.table import DEFAULT_STOP_AFTER_ERRORS
 
-DEFAULT_STOP_AFTER_ERRORS = 5
 
 
 class StopSignal:

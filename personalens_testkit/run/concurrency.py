@@ -13,9 +13,9 @@ import threading
 from concurrent.futures import Future
 from typing import Callable, Sequence
 
-from .data.models import Scenario
-from .evaluation import Evaluation
-from .timebox import DaemonPool
+from ..data.models import Scenario
+from ..evaluation import Evaluation
+from ..timebox import DaemonPool
 
 #: (case key, scenario, try, the command that re-records it)
 Case = tuple[str, Scenario, int, str]

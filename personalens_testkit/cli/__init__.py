@@ -1,0 +1,45 @@
+"""``personalens`` command line: look at the benchmark data, serve the embedded model, and make reports,
+verdicts and comparisons from the rows of runs.
+
+    personalens data stats [--personalens-data DIR] [--sample 50]   scenario counts by kind and domain
+    personalens data check [--personalens-data DIR]                 validate every data file
+    personalens serve-model [--port N] [--model FILE.gguf]           run the embedded server in the foreground
+    personalens report RESULTS [--html P] [--json P] [--junit P]    summary and report files from a run's rows
+    personalens compare BASE CANDIDATE [--margin X]                 paired comparison; exit 1 on a significant drop
+    personalens agreement A B                                       two judges (or a judge and human labels)
+    personalens merge RESULTS... --output P [--html P] [...]        join shards' results into one report and gates
+
+Running the benchmark itself is ``pytest suites/`` (see README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..errors import PersonalensError
+from ..secrets import redact
+from . import data, results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="personalens", description="PersonaLens testkit tools; run the benchmark with pytest suites/.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    data.add_commands(sub)
+    results.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except PersonalensError as exc:
+        print(redact(f"personalens: error: {exc}"), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

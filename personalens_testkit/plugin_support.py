@@ -1,0 +1,147 @@
+"""The pytest-facing pieces the plugin's hooks use: where the project is, whether a run collects suites,
+a case's parameters, and the hooks of the controlling process (rows written, an early stop, the
+end-of-run summary and verdict). Glue: the work is done by :class:`~personalens_testkit.run.state.Run`."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any, Generator
+
+import pytest
+
+from .data.models import Scenario
+from .errors import PersonalensError
+from .report.summary import format_comparison, format_summary
+from .run.controller import RunController
+from .run.state import Run
+from .secrets import redact
+
+STATE = pytest.StashKey[Run]()
+
+#: options whose value is a path: given as a separate argument (``--resume /elsewhere/results.jsonl``),
+#: pytest takes it for a test path while it looks for the project folder, before it knows these options
+_PATH_OPTIONS = ("--resume", "--baseline", "--thresholds", "--personalens-data", "--results-dir", "--cassette-dir",
+                 "--json-report", "--junit-report", "--html-report")
+_ROOT_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "personalens.toml")
+
+
+def project_root(config: pytest.Config) -> Path:
+    """The project whose config the run reads: pytest's rootdir, unless pytest took it from the value of one
+    of our path options (then the folder pytest would have found from where it was started)."""
+    root = config.rootpath
+    started = config.invocation_params.dir
+    args = [str(arg) for arg in config.invocation_params.args]
+    values = [(started / args[i + 1]).resolve() for i, arg in enumerate(args[:-1]) if arg in _PATH_OPTIONS]
+    if config.getoption("rootdir", None) or not any(root == v or root in v.parents for v in values):
+        return root
+    for folder in (started, *started.parents):
+        if any((folder / name).is_file() for name in _ROOT_FILES):
+            return folder
+    return root
+
+
+def runs_suites(config: pytest.Config, marker: str) -> bool:
+    """Whether this run collects PersonaLens suites: a test file it collects uses the marker.
+
+    Decides whether to check the assistant and launch embedded servers up front, so an
+    unrelated ``pytest`` in the same project never starts a bot or a model.
+    """
+    args = [arg.split("::", 1)[0] for arg in config.args if not arg.startswith("-")]
+    roots = [config.invocation_params.dir / arg for arg in args] or [config.rootpath / p for p in config.getini("testpaths")]
+    skipped = config.getini("norecursedirs")
+    for root in roots or [config.rootpath]:
+        files = [root] if root.is_file() else root.rglob("test*.py") if root.is_dir() else []
+        for path in files:
+            parts = path.relative_to(root).parts[:-1] if path != root else ()
+            if any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in skipped):
+                continue  # the folders pytest itself does not collect from (.venv, node_modules, ...)
+            try:
+                if f"mark.{marker}(" in path.read_text(encoding="utf-8", errors="ignore"):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def is_case(item: pytest.Item) -> tuple[Scenario, int] | None:
+    """(scenario, try) of a suite case; None for any other item."""
+    callspec = getattr(item, "callspec", None)
+    scenario = callspec.params.get("scenario") if callspec is not None else None
+    if not isinstance(scenario, Scenario):
+        return None
+    return scenario, callspec.params.get("personalens_repeat", 1)
+
+
+class ControllerHooks:
+    """Hooks of the controlling process only: it alone writes the results file and reports the run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.controller = RunController(run)
+        self.outcome: Any = None
+        self.failures: list[str] = []
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        """Before the first case: the results file exists with room reserved, and the stop signal is ready."""
+        if not session.config.option.collectonly and any(is_case(item) for item in session.items):
+            try:
+                self.controller.start()
+            except PersonalensError as exc:
+                raise pytest.UsageError(redact(f"personalens: {exc}")) from None
+        return (yield)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        line = getattr(report, "personalens_row", None)
+        if line is None or self.run.writer is None:
+            return
+        reason = self.controller.record(line, getattr(report, "personalens_error", None), report.nodeid)
+        if reason is not None and self.session is not None:  # no further case starts, here or in a worker
+            message = f"personalens: stopped: {reason}"
+            self.session.shouldstop = message
+            dsession = self.session.config.pluginmanager.getplugin("dsession")
+            if dsession is not None:
+                dsession.shouldstop = message
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""
+        try:
+            self.outcome = self.run.finish()
+        except PersonalensError as exc:
+            self.failures = [str(exc)]
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        if self.outcome is None:
+            return
+        self.failures += self.outcome.failures + self.outcome.verdict.failures
+        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        outcome = self.outcome
+        if outcome is not None:
+            terminalreporter.section("personalens")
+            for line in format_summary(outcome.report):
+                write(line)
+            if outcome.report.comparison is not None:
+                write("")
+                for line in format_comparison(outcome.report.comparison):
+                    write(line)
+        for failure in self.failures:
+            write(redact(f"personalens: FAILED {failure}"), red=True, bold=True)
+        writer = self.run.writer
+        if writer is not None and writer.count:
+            write(f"personalens: {writer.count} result rows -> {writer.path}")
+        if self.controller.stopped is not None and writer is not None:
+            write(redact(f"personalens: STOPPED early: {self.controller.stopped}; every case run has its row; finish "
+                         f"the run with --resume {writer.path}"), red=True, bold=True)
+        for kind, path in (outcome.written.items() if outcome is not None else ()):
+            write(f"personalens: {kind} report -> {path}")
+        if outcome is not None and outcome.recorded_rows:
+            write(f"personalens: {outcome.recorded_rows} recorded result rows -> {self.run.recording.recorded_path}")

@@ -1,0 +1,167 @@
+"""The run report, typed: aggregates with confidence intervals, gates, the call ledger, repeats,
+preference leaks, the turn-level curve and the rows - what report.json holds and what the summary,
+the JUnit file and the HTML render.
+
+Built from result rows only (those of a finished run, or of a results file), so the report of a
+run and ``personalens report RESULTS`` are the same.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+from statistics import mean
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from pydantic import BaseModel
+
+from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
+from ..gating.compare import Comparison
+from ..gating.stats import pass_hat_k
+from ..gating.thresholds import Thresholds
+from ..results.rows import ResultRow
+from ..scales import METRICS
+
+REPORT_VERSION = 1
+ROLES = ("user_agent", "assistant", "judge")
+COUNTED = ("calls", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+
+#: calls and tokens of one role: calls, retries, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens
+RoleLedger = dict[str, int]
+
+
+class Ledger(BaseModel):
+    total: dict[str, RoleLedger]
+    per_scenario: dict[str, dict[str, RoleLedger]]
+
+
+class Spread(BaseModel):
+    mean_range: Optional[float]
+    scenarios_that_vary: int
+    scenarios: int
+
+
+class Repeats(BaseModel):
+    k: int
+    pass_hat_k: Optional[float]
+    pass_hat_1: Optional[float]
+    scenarios: int
+    spread: dict[str, Spread]
+
+
+class Leaks(BaseModel):
+    checked: int
+    leaked: int
+    rate: float
+
+
+class TurnPoint(BaseModel):
+    turn: int
+    n: int
+    mean: float
+
+
+class RunReport(BaseModel):
+    report_version: int = REPORT_VERSION
+    created_at: str
+    run: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    counts: dict[str, int]
+    errors_by_source: dict[str, int]
+    confidence: float
+    aggregates: dict[str, GroupSummary]
+    gates: list[GateResult]
+    gates_enforced: bool = True
+    gates_passed: bool
+    ledger: Ledger
+    repeats: Optional[Repeats] = None
+    preference_leaks: Optional[Leaks] = None
+    injection_flagged: list[str] = []
+    injection_removed: list[str] = []
+    turn_curve: list[TurnPoint] = []
+    comparison: Optional[Comparison] = None
+    rows: list[ResultRow]
+
+
+def ledger(rows: Iterable[ResultRow]) -> Ledger:
+    """Calls and tokens per role, in total and per scenario."""
+    def empty() -> RoleLedger:
+        return dict.fromkeys(COUNTED, 0)
+
+    total: dict[str, RoleLedger] = {role: empty() for role in ROLES}
+    per_scenario: dict[str, dict[str, RoleLedger]] = {}
+    for row in rows:
+        mine = per_scenario.setdefault(row.case_id, {role: empty() for role in ROLES})
+        for call in row.calls:
+            for book in (total, mine):
+                entry = book.setdefault(call.role, empty())
+                entry["calls"] += 1
+                entry["retries"] += (call.attempts or 1) - 1
+                entry["prompt_tokens"] += call.prompt_tokens or 0
+                entry["completion_tokens"] += call.completion_tokens or 0
+                entry["cache_read_tokens"] += call.cache_read_tokens or 0
+                entry["cache_write_tokens"] += call.cache_write_tokens or 0
+    return Ledger(total=total, per_scenario=per_scenario)
+
+
+def repeats(rows: Sequence[ResultRow]) -> Repeats | None:
+    """With ``--repeat K``: pass^k of task completion and each score's spread across a scenario's tries."""
+    k = max((row.repeat or 1 for row in rows), default=1)
+    if k < 2:
+        return None
+    tries: dict[str, list[ResultRow]] = defaultdict(list)
+    for row in rows:
+        if row.scored:
+            tries[row.scenario_id].append(row)
+    completions = [[r.score("task_completion") for r in group] for group in tries.values()]
+    spread = {}
+    for metric in METRICS:
+        ranges = [max(float(r.score(metric.name)) for r in g) - min(float(r.score(metric.name)) for r in g)
+                  for g in tries.values() if len(g) > 1]
+        spread[metric.name] = Spread(mean_range=mean(ranges) if ranges else None,
+                                     scenarios_that_vary=sum(1 for x in ranges if x > 0), scenarios=len(ranges))
+    return Repeats(k=k, pass_hat_k=pass_hat_k(completions, k), pass_hat_1=pass_hat_k(completions, 1),
+                   scenarios=len(tries), spread=spread)
+
+
+def leaks(rows: Iterable[ResultRow]) -> Leaks | None:
+    checked = [row.preference_leak for row in rows if row.preference_leak is not None]
+    if not checked:
+        return None
+    leaked = sum(1 for c in checked if c.get("leaked"))
+    return Leaks(checked=len(checked), leaked=leaked, rate=leaked / len(checked))
+
+
+def turn_curve(rows: Iterable[ResultRow]) -> list[TurnPoint]:
+    """Mean turn-level personalization by turn (the paper's Figure 5), from rows judged with ``--turn-level``."""
+    by_turn: dict[int, list[int]] = defaultdict(list)
+    for row in rows:
+        for turn, score in enumerate(row.turn_personalization or [], start=1):
+            if score is not None:
+                by_turn[turn].append(score)
+    return [TurnPoint(turn=t, n=len(v), mean=mean(v)) for t, v in sorted(by_turn.items())]
+
+
+def build_report(
+    rows: Sequence[ResultRow], thresholds: Thresholds, *, run: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
+) -> RunReport:
+    agg = thresholds.aggregate
+    summaries = summarise(rows, confidence=agg.confidence, resamples=agg.resamples)
+    gates = evaluate_gates(agg.gates, summaries)
+    statuses: dict[str, int] = defaultdict(int)
+    sources: dict[str, int] = defaultdict(int)
+    for row in rows:
+        statuses[row.status] += 1
+        if row.status == "error":
+            sources[row.error.source if row.error else "setup"] += 1
+    return RunReport(
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
+        settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),
+        confidence=agg.confidence, aggregates=summaries, gates=gates, gates_enforced=gates_enforced,
+        gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows), repeats=repeats(rows),
+        preference_leaks=leaks(rows),
+        injection_flagged=[r.case_id for r in rows if r.injection_flags],
+        injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
+        turn_curve=turn_curve(rows), comparison=comparison, rows=list(rows),
+    )

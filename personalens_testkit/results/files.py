@@ -1,0 +1,158 @@
+"""The one reader and the one writer of results files.
+
+- ``results.jsonl``: one row per line, appended as each case ends by :class:`ResultsWriter`
+  (only the controlling process writes it); a torn last line left by a killed run is skipped
+  when read.
+- ``report.json``: a run report, whose ``rows`` hold the same rows.
+- a JSON list of rows.
+
+Whatever the file, :func:`load_rows` gives typed :class:`~.rows.ResultRow` objects, or one
+line naming the file, the line and the field at fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from pydantic import ValidationError
+
+from ..errors import StorageError, UsageError, dotted
+from ..files import reserve, write_atomically
+from .rows import ResultRow
+
+
+class ResultsWriter:
+    """Appends rows to a JSON Lines file; opened lazily, so a run without cases writes nothing.
+
+    Room for the next rows is reserved on disk ahead of them (see :func:`~personalens_testkit.files.reserve`):
+    when the disk fills up, the run learns it while it can still write the row of every case it
+    has run, and stops before the next case - rows written always equal cases run. A write that
+    fails all the same leaves no torn row: the file is cut back to its last whole row.
+    """
+
+    #: room kept reserved ahead of the last row: at least this, and four times the largest row so far
+    MIN_RESERVE = 1 << 20
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+        self.count = 0
+        self._largest = 0
+        #: set when the rows written so far are safe but there is no room reserved for another
+        self.out_of_room: StorageError | None = None
+
+    def open(self) -> None:
+        """Create the file (and its folder) and reserve room for the first rows; raises StorageError."""
+        if self._file is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing pending
+        except OSError as exc:
+            raise StorageError(self.path, exc) from exc
+        self._reserve()
+
+    def write(self, row: ResultRow) -> None:
+        self.write_json(row.model_dump_json())
+
+    def write_json(self, line: str) -> None:
+        """A row already written as one line of JSON. Raises StorageError if it cannot be written; sets
+        :attr:`out_of_room` if it was written but no room is left for another (the run must stop)."""
+        self.open()
+        assert self._file is not None
+        data = (line + "\n").encode("utf-8")
+        end = self._file.tell()
+        try:
+            view = memoryview(data)
+            while view:  # a raw write may take part of the data
+                written = self._file.write(view)
+                if not written:
+                    raise OSError(errno.EIO, "the write took nothing")
+                view = view[written:]
+        except OSError as exc:
+            self._cut(end)
+            raise StorageError(self.path, exc) from exc
+        self.count += 1
+        self._largest = max(self._largest, len(data))
+        try:
+            self._reserve()
+        except StorageError as exc:
+            self.out_of_room = exc
+
+    def _reserve(self) -> None:
+        assert self._file is not None
+        room = max(self.MIN_RESERVE, 4 * self._largest)
+        try:
+            reserve(self._file.fileno(), self._file.tell(), room)
+        except OSError as exc:
+            raise StorageError(self.path, exc) from exc
+
+    def _cut(self, end: int) -> None:
+        """Drop whatever part of a failed row reached the file."""
+        assert self._file is not None
+        with contextlib.suppress(OSError):
+            self._file.truncate(end)
+            self._file.seek(end)
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+
+def read_rows(path: Path) -> list[ResultRow]:
+    """Every complete row of a results file this run wrote (a torn last line from a crash is skipped)."""
+    with open(path, encoding="utf-8") as handle:
+        return [ResultRow.model_validate_json(line) for line in handle if line.endswith("\n") and line.strip()]
+
+
+def load_rows(path: Path, *, what: str = "results") -> list[ResultRow]:
+    """Rows of a report JSON (``report.json``), a results file (``results.jsonl``; a torn last line
+    left by a killed run is skipped) or a JSON list of rows; a UsageError names what is wrong."""
+    return [_row(row, path, what, number) for number, row in enumerate(load_records(path, what=what), start=1)]
+
+
+def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
+    """The records of a report JSON, a JSON-lines file or a JSON list, each an object with a
+    ``scenario_id`` (rows, or labels: see ``personalens agreement``), as plain dicts."""
+    data = _load_json(path, what)
+    if isinstance(data, dict) and "scenario_id" in data:
+        data = [data]  # a file of one record
+    records = data.get("rows") if isinstance(data, dict) else data
+    if not isinstance(records, list) or not all(isinstance(r, dict) and "scenario_id" in r for r in records):
+        raise UsageError(f"{what} {path}: expected a report JSON with rows, or result rows with scenario_id")
+    return records
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what} {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        lines = text.splitlines(keepends=True)
+        complete = [line for line in lines if line.strip() and line.endswith("\n")] or [l for l in lines if l.strip()]
+        try:
+            return [json.loads(line) for line in complete]
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc.msg})") from None
+
+
+def _row(data: dict[str, Any], path: Path, what: str, number: int) -> ResultRow:
+    try:
+        return ResultRow.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"{what} {path}: row {number}: {dotted(first['loc'])}: {first['msg']}") from None
+
+
+def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
+    """A whole results file at once (merged shards, the recorded results), written atomically."""
+    write_atomically(path, "".join(row.model_dump_json() + "\n" for row in rows))

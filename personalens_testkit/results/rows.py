@@ -1,0 +1,169 @@
+"""One result row per case: what was run, how it ended, its scores or its error, the dialogue and its calls."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Protocol, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ..agents.judge import Scores
+from ..data.models import case_id
+from ..evaluation import Evaluation
+
+Status = Literal["passed", "failed", "error"]
+
+
+class _Shortfall(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunInfo(_Part):
+    """What every row of a run shares: its id and the parts it was run with."""
+
+    run_id: str
+    assistant: str
+    assistant_kind: str
+    assistant_context: str
+    assistant_model: Optional[str]
+    user_model: str
+    judge_model: str
+    record_mode: Optional[str] = None
+
+
+class RowError(_Part):
+    """Why a case has no score: what failed, in which phase, and the source it is counted against."""
+
+    kind: str
+    phase: str
+    message: str
+    raw_answer: Optional[str] = None
+    #: "assistant" (your bot), "user_agent" or "judge" (the benchmark's models), "setup", "storage", "internal"
+    source: str = "setup"
+    #: the model or bot a call failed on, and the failure without the call's role and turn
+    endpoint: Optional[str] = None
+    cause: Optional[str] = None
+    disk_full: bool = False
+
+
+class CallRow(_Part):
+    role: str
+    label: str
+    turn: int
+    seconds: float
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    attempts: int = 1
+    cache_read_tokens: Optional[int] = None
+    cache_write_tokens: Optional[int] = None
+
+
+class ShortfallRow(_Part):
+    metric: str
+    value: Any
+    floor: Any
+
+
+class FlagRow(_Part):
+    turn: int
+    kind: str
+    excerpt: str
+    removed: bool = False
+
+
+class ResultRow(_Part):
+    schema_version: int = 1
+    run_id: str = ""
+    scenario_id: str
+    user_id: str = ""
+    task_id: str = ""
+    task_kind: str = "sd"
+    domains: list[str] = []
+    status: Status
+    assistant: str = ""
+    assistant_kind: str = ""
+    assistant_context: str = ""
+    assistant_model: Optional[str] = None
+    user_model: str = ""
+    judge_model: str = ""
+    record_mode: Optional[str] = None
+    cassette: Optional[str] = None
+    repeat: int = 1
+    scores: Optional[Scores] = None
+    reasons: dict[str, str] = {}
+    observations: list[str] = []
+    suggestions: list[str] = []
+    shortfalls: list[ShortfallRow] = []
+    injection_flags: list[FlagRow] = []
+    turn_personalization: Optional[list[int]] = None
+    preference_leak: Optional[dict[str, Any]] = None
+    error: Optional[RowError] = None
+    turns: int = 0
+    max_turns: int = 0
+    termination: Optional[str] = None
+    notes: list[str] = []
+    transcript: list[dict[str, str]] = []
+    transcript_path: Optional[str] = None
+    calls: list[CallRow] = []
+    started_at: str = ""
+    finished_at: str = ""
+    seconds: float = 0.0
+
+    @property
+    def case_id(self) -> str:
+        """The scenario id, with ``-r<N>`` for the N-th try of a repeated scenario."""
+        return case_id(self.scenario_id, self.repeat)
+
+    @property
+    def scored(self) -> bool:
+        """A case that has scores: passed or failed (never an error)."""
+        return self.status in ("passed", "failed") and self.scores is not None
+
+    def score(self, metric: str) -> Any:
+        """A metric's score (``None`` for a case without scores)."""
+        return None if self.scores is None else getattr(self.scores, metric)
+
+
+def build_row(
+    run: RunInfo, evaluation: Evaluation, *, status: Status, found: Sequence[_Shortfall], transcript_path: str | None,
+    cassette: str | None = None,
+) -> ResultRow:
+    scenario, dialogue, verdict = evaluation.scenario, evaluation.dialogue, evaluation.verdict
+    error = evaluation.error
+    return ResultRow(
+        **run.model_dump(),
+        scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
+        task_kind=scenario.kind.value, domains=list(scenario.domains), status=status, cassette=cassette,
+        scores=verdict.scores if verdict else None,
+        reasons=verdict.reasons if verdict else {},
+        observations=verdict.observations if verdict else [],
+        suggestions=verdict.suggestions if verdict else [],
+        shortfalls=[s.as_dict() for s in found], repeat=evaluation.repeat,
+        turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
+        preference_leak=evaluation.preference_leak,
+        error=None if error is None else RowError(
+            kind=error.kind, phase=error.phase, message=error.message, raw_answer=error.raw_answer, source=error.source,
+            endpoint=error.endpoint, cause=error.cause, disk_full=error.disk_full,
+        ),
+        turns=dialogue.turns, max_turns=evaluation.max_turns,
+        termination=dialogue.termination.value if dialogue.termination else None,
+        notes=list(dialogue.notes), transcript=dialogue.transcript(), transcript_path=transcript_path,
+        calls=[c.as_dict() for c in dialogue.log.records],
+        started_at=evaluation.started_at, finished_at=evaluation.finished_at, seconds=evaluation.seconds,
+    )
+
+
+def error_row(run: RunInfo, evaluation: Evaluation, exc: BaseException) -> ResultRow:
+    """A minimal error row for a case whose full row could not be built (it always serialises)."""
+    scenario = evaluation.scenario
+    return ResultRow(
+        **run.model_dump(), scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
+        task_kind=scenario.kind.value, domains=list(scenario.domains), status="error", repeat=evaluation.repeat,
+        error=RowError(kind=type(exc).__name__, phase="writing the result row", source="internal",
+                       message=f"the result row could not be built: {type(exc).__name__}: {exc!r} (please report it)"),
+        turns=evaluation.dialogue.turns, max_turns=evaluation.max_turns, started_at=evaluation.started_at,
+        finished_at=evaluation.finished_at, seconds=evaluation.seconds,
+    )

@@ -1,0 +1,91 @@
+"""The assistant under test: its entry resolved once, with what the run needs to know of it.
+
+``--assistant NAME`` is looked up once, here; everything else asks this object: whether the
+assistant is a bot (code that may change behind an unchanged request, so always called live
+and its turns recorded apart), where its entry was written, what context it sees, which model
+it runs on, and how to build and check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..assistants.base import Assistant, ContextSwitches
+from ..assistants.entries import AssistantEntry, ReferenceEntry
+from ..assistants.recorded import RecordedBot
+from ..assistants.registry import BuildContext, build_assistant
+from ..errors import PersonalensError, UsageError
+from ..llm.registry import describe
+from ..settings import RunSettings
+from .models import ModelPool
+
+#: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
+BOT_KINDS = frozenset({"http", "python", "command", "openai"})
+
+
+@dataclass(frozen=True)
+class AssistantUnderTest:
+    settings: RunSettings
+
+    @property
+    def name(self) -> str:
+        return self.settings.assistant
+
+    @cached_property
+    def entry(self) -> AssistantEntry | None:
+        """The config entry (None: the built-in reference assistant, set by the --assistant-* options)."""
+        return self.settings.assistants.entries.get(self.name)
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind if self.entry is not None else "reference"
+
+    @property
+    def is_bot(self) -> bool:
+        return self.kind in BOT_KINDS
+
+    @property
+    def where(self) -> str:
+        return self.settings.assistants.where(self.name)
+
+    @property
+    def context(self) -> ContextSwitches:
+        return self.settings.assistant_context if self.entry is None else self.entry.switches()
+
+    @property
+    def model(self) -> str | None:
+        """The model the assistant runs on, as reported (None for a bot: its own business)."""
+        spec = self.settings.model_specs().get("assistant")
+        return describe(spec, self.settings.models) if spec else None
+
+    @property
+    def label(self) -> str:
+        """How an error names it: ``assistant 'my-bot' ([tool.personalens.assistants.my-bot] in pyproject.toml)``."""
+        return f"assistant {self.name!r} ({self.where})"
+
+    def build(self, models: ModelPool) -> Assistant:
+        """The assistant, on the run's models; it owns (and closes) the model it runs on, if any. A bot's
+        turns are recorded in the scenario's cassette (and replayed from it when re-judging)."""
+        s = self.settings
+        context = BuildContext(root=s.rootdir, model=lambda spec, role: models.chat(spec, role, owned=False),
+                               entry_model=models.entry_chat)
+        assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
+                                    reference_context=s.assistant_context)
+        return RecordedBot(assistant, replay=s.rejudge) if self.is_bot else assistant
+
+    def check(self, models: ModelPool, *, reach: bool) -> None:
+        """Before any case: the assistant can be built and (with ``reach``) contacted or started once."""
+        if self.entry is None or isinstance(self.entry, ReferenceEntry) or self.settings.rejudge:
+            return  # the reference assistant's model is checked with the other models; a re-judging replays it
+        if not self.is_bot and "assistant" not in models.live_roles:
+            return  # a model-backed assistant that only replays needs no credentials
+        try:
+            assistant = self.build(models)
+            try:
+                if reach:
+                    assistant.check()
+            finally:
+                assistant.close()
+        except PersonalensError as exc:
+            raise UsageError(f"{self.label}: {exc}") from None

@@ -1,0 +1,67 @@
+"""The parts of a run that happen per case outside its evaluation: its result row, built in the process
+that ran it; and, in the controlling process alone, writing every row and deciding to stop early."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..evaluation import Evaluation
+from ..gating.thresholds import shortfalls
+from ..results.rows import Status, build_row, error_row
+from ..secrets import redact_json
+from .state import Run
+from .stop import Breaker
+
+
+def case_row(run: Run, evaluation: Evaluation, status: Status) -> tuple[str, dict[str, Any] | None, bool]:
+    """A case's row as one line of JSON with secrets replaced (an xdist worker sends it as one string), its
+    error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built."""
+    try:
+        found = shortfalls(run.thresholds.scenario, evaluation.verdict.scores.model_dump()) if evaluation.verdict else []
+        row = build_row(run.run_info(), evaluation, status=status, found=found,
+                        transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
+                        cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat))
+        stand_in = False
+    except Exception as exc:  # the case still gets a row: an error naming what went wrong
+        row, stand_in = error_row(run.run_info(), evaluation, exc), True
+    error = row.error.model_dump() if row.error is not None else None
+    return redact_json(row.model_dump_json()), error, stand_in
+
+
+class RunController:
+    """The controlling process's part: every row written as it arrives; a full disk or a dead endpoint
+    stops the run after the cases under way (no further case starts, in any process)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.breaker = Breaker(run.settings.stop_after_errors)
+        #: why the run stopped early, if it did
+        self.stopped: str | None = None
+
+    def start(self) -> None:
+        """Before the first case: the results file exists with room reserved, the stop signal is ready."""
+        assert self.run.writer is not None
+        self.run.writer.open()
+        self.run.stop_signal.prepare()
+
+    def record(self, line: str, error: dict[str, Any] | None, nodeid: str) -> str | None:
+        """Write one case's row; the reason to stop the run now, if there is one."""
+        writer = self.run.writer
+        assert writer is not None
+        from ..errors import StorageError
+
+        try:
+            writer.write_json(line)
+        except StorageError as exc:
+            return self._stop(f"{exc} (the row of {nodeid} is lost)")
+        if writer.out_of_room is not None:
+            return self._stop(f"no room left for more result rows: {writer.out_of_room}")
+        reason = self.breaker.observe({"status": "error", "error": error} if error else {})
+        return self._stop(reason) if reason is not None else None
+
+    def _stop(self, reason: str) -> str | None:
+        if self.stopped is not None:
+            return None
+        self.stopped = reason
+        self.run.stop_signal.raise_(reason)
+        return reason

@@ -1,0 +1,68 @@
+"""The end of a run, in the controlling process: the rows of every worker read once, the recorded
+results kept, the baseline compared, the report built and its files written, the verdict decided."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import StorageError
+from ..gating.compare import compare_rows
+from ..gating.thresholds import Thresholds
+from ..gating.verdict import RunVerdict, run_verdict
+from ..report.model import RunReport, build_report
+from ..report.outputs import write_report_files
+from ..results.files import load_rows, read_rows
+from ..settings import RunSettings
+from .recording import Recording
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """The end of a run: its report, the report files written, the rows added to the recorded results,
+    the files that could not be written (one line each), and the verdict beyond its cases."""
+
+    report: RunReport
+    written: dict[str, Path]
+    recorded_rows: int
+    failures: list[str]
+    verdict: RunVerdict
+
+
+def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
+               run: dict[str, Any], snapshot: dict[str, Any]) -> RunOutcome:
+    rows = read_rows(results)
+    failures: list[str] = []
+    try:
+        recorded = recording.keep_recorded(rows)
+    except StorageError as exc:
+        recorded = 0
+        failures.append(f"recorded results: {exc}")
+    comparison = None
+    if settings.baseline is not None:
+        comparison = compare_rows(load_rows(settings.baseline, what="--baseline"), rows, margin=settings.baseline_margin,
+                                  confidence=thresholds.aggregate.confidence)
+    enforced = not recording.plan.checks_reproduction
+    report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison)
+    written = write_report_files(
+        report, json_path=settings.json_report or run_dir / "report.json",
+        junit_path=settings.junit_report or run_dir / "junit.xml",
+        html_path=settings.html_report or run_dir / "report.html", failures=failures,
+    )
+    verdict = run_verdict(report.gates, gates_enforced=enforced, comparison=comparison)
+    return RunOutcome(report, written, recorded, failures, verdict)
+
+
+def settings_snapshot(settings: RunSettings, shown: Any) -> dict[str, Any]:
+    """The settings a report records (how the run was selected and judged)."""
+    s, sel = settings, settings.selection
+    return {
+        "data": str(s.data_path) if s.data_path else "bundled 50-profile sample",
+        "sample": sel.sample, "profiles": list(sel.profiles) if sel.profiles else None,
+        "domains": list(sel.domains) if sel.domains else None, "task_kind": sel.task_kind,
+        "max_turns": s.max_turns, "record_mode": s.record_mode, "rejudge": s.rejudge, "repeat": s.repeat,
+        "turn_level": s.turn_level, "leak_check": s.leak_check, "thresholds": str(s.thresholds_path),
+        "cassette_dir": shown(s.cassette_dir), "baseline": str(s.baseline) if s.baseline else None,
+        "baseline_margin": s.baseline_margin,
+    }

@@ -1,0 +1,163 @@
+"""The run's model pool: embedded servers, chat clients behind the shared limits, the preflight calls.
+
+The controlling process launches the embedded servers and hands their addresses to the xdist
+workers, which never start their own. A role that only replays talks to no server: its
+client gets an address that is never contacted (the cassette answers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelServerError, PersonalensError, UsageError
+from ..llm.base import ChatModel
+from ..llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
+from ..llm.entries import BedrockModel, LocalModel, OpenAIModel
+from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
+from ..llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
+from ..llm.retry import ping
+from ..replay.router import recorded_answer
+from ..settings import RunSettings
+
+#: Where an embedded model that is only replayed "runs": never contacted (the cassette answers), and the
+#: same address as a live one once normalised (loopback host and port -> ``local``, the path kept).
+REPLAY_ONLY_URL = server_url(9)
+ROLES = frozenset({"user_agent", "assistant", "judge"})
+
+
+class ModelPool:
+    def __init__(self, settings: RunSettings, run_dir: Path, *, live_roles: frozenset[str], is_controller: bool,
+                 server_handles: dict[str, dict[str, Any]] | None = None) -> None:
+        self.settings = settings
+        self.run_dir = run_dir
+        self.live_roles = live_roles
+        self.is_controller = is_controller
+        self._handles = dict(server_handles or {})
+        self._healthy: set[str] = set()
+        self._servers: ServerPool | None = None
+        self._closing: list[ChatModel] = []
+
+    # -- embedded servers -------------------------------------------------------------------
+    def _local_servers(self) -> list[tuple[str, LocalServerSettings]]:
+        """(role, settings) of every live embedded server this run's model specs need."""
+        s = self.settings
+        found = []
+        for role, spec in s.model_specs().items():
+            local = local_settings_for(spec, s.local, s.models)
+            if local is not None and role in self.live_roles and not (s.local_url and local.model_path is None):
+                found.append((role, local))
+        return found
+
+    def launch_servers(self) -> dict[str, dict[str, Any]]:
+        """Controller only: launch every embedded server the run needs (without waiting); their handles."""
+        for role, local in self._local_servers():
+            self._server_pool().launch(local, role)
+        self._handles = self._server_pool().handles()
+        return self._handles
+
+    def _server_pool(self) -> ServerPool:
+        if self._servers is None:
+            self._servers = ServerPool(self.run_dir)
+        return self._servers
+
+    def local_url_for(self, local: LocalServerSettings, role: str) -> str:
+        """A healthy embedded server's URL for these settings and role, launching it here if this process may."""
+        if role not in self.live_roles:
+            return REPLAY_ONLY_URL
+        if self.settings.local_url and local.model_path is None:
+            return self._healthy_url(self.settings.local_url.rstrip("/"), 10.0)
+        key = server_key(local, role)
+        if key not in self._handles:
+            if not self.is_controller:
+                raise ModelServerError(f"no embedded server for {key} was started by the controlling process", model="local")
+            self._handles[key] = self._server_pool().launch(local, role).as_dict()
+        handle = ServerHandle.from_dict(self._handles[key])
+        return self._healthy_url(handle.url, local.startup_timeout_s, handle)
+
+    def _healthy_url(self, url: str, timeout_s: float, handle: ServerHandle | None = None) -> str:
+        if url not in self._healthy:
+            wait_until_healthy(url, timeout_s, pid=handle.pid if handle else None,
+                               log_path=handle.log_path if handle else None)
+            self._healthy.add(url)
+        return url
+
+    @property
+    def uses_embedded(self) -> bool:
+        """Whether a live call may reach an embedded server (then scenarios take turns on them)."""
+        s = self.settings
+        return any(local_settings_for(spec, s.local, s.models)
+                   for role, spec in s.model_specs().items() if role in self.live_roles)
+
+    # -- clients ----------------------------------------------------------------------------
+    def context(self) -> ModelContext:
+        s = self.settings
+        return ModelContext(
+            local_url_for=self.local_url_for, local=s.local, named=s.models, openai_base_url=s.openai_base_url,
+            openai_api_key_env=s.openai_api_key_env, replay_only_roles=ROLES - self.live_roles,
+            recorded_answer=recorded_answer,
+        )
+
+    def chat(self, spec: str, role: str, *, owned: bool = True) -> ChatModel:
+        """The chat model a spec or [models] name stands for, for a role, behind the run's limits. An owned
+        model is closed with the pool; one given to an assistant is closed by it."""
+        model = self.limited(create_model(spec, self.context(), role))
+        if owned:
+            self._closing.append(model)
+        return model
+
+    def entry_chat(self, entry: OpenAIModel | BedrockModel, label: str) -> ChatModel:
+        """The chat model of a bot that is a model behind a chat API (its assistant entry's own)."""
+        return self.limited(create_entry_model(entry, label, self.context(), "assistant"))
+
+    def limited(self, model: ChatModel) -> ChatModel:
+        """The model behind the run's --max-rps / --max-concurrency, shared by every xdist worker."""
+        if not self.settings.limits:
+            return model
+        return LimitedChat(model, SharedLimiter(self.run_dir / ".limits", endpoint_of(model), self.settings.limits))
+
+    def judge_parallel(self) -> int:
+        """A live remote judge takes a dialogue's six calls at once; an embedded one (one request at a
+        time, the six sharing a cached prefix) and a replayed one take them in turn."""
+        s = self.settings
+        embedded = local_settings_for(s.judge_model, s.local, s.models) is not None
+        return 6 if "judge" in self.live_roles and not embedded else 1
+
+    # -- before any case ----------------------------------------------------------------------
+    def check_credentials(self, label: Any) -> None:
+        """Every live Bedrock model's AWS credentials and region resolve (nothing is called)."""
+        from ..llm.bedrock import check_aws
+
+        s = self.settings
+        for role, spec in s.model_specs().items():
+            model = resolve(spec, s.models)
+            if isinstance(model, BedrockModel) and role in self.live_roles:
+                try:
+                    check_aws(model.region)
+                except PersonalensError as exc:
+                    raise UsageError(f"{label(role, spec)}: {exc}") from None
+
+    def ping_all(self, label: Any) -> None:
+        """One minimal real call to each live remote model of the run (once per distinct model)."""
+        s = self.settings
+        pinged: set[str] = set()
+        for role, spec in s.model_specs().items():
+            if role not in self.live_roles or isinstance(resolve(spec, s.models), LocalModel):
+                continue
+            model = create_model(spec, self.context(), role)
+            try:
+                where = f"{describe(spec, s.models)} at {endpoint_of(model)}"
+                if where not in pinged:
+                    pinged.add(where)
+                    ping(model, role, s.retry)  # type: ignore[arg-type]
+            except PersonalensError as exc:
+                raise UsageError(f"{role.replace('_', ' ')} model, {label(role, spec)}: {exc}") from None
+            finally:
+                model.close()
+
+    def close(self) -> None:
+        for model in self._closing:
+            model.close()
+        self._closing.clear()
+        if self._servers is not None:
+            self._servers.stop_all()

@@ -1,0 +1,89 @@
+"""What the run records and replays (the replay plan and its cassettes), and what a replay must reproduce.
+
+A run that records keeps its scored rows beside the cassettes (``<assistant>/results.jsonl``);
+a whole-run offline replay - nothing under test live - must reproduce them exactly: its cases
+pass when they do and fail naming the difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..data.models import Scenario, case_id
+from ..evaluation import Evaluation
+from ..replay.cassettes import ScenarioCassettes
+from ..replay.plan import ReplayPlan
+from ..replay.store import assistant_dir
+from ..results.recorded import RESULTS_NAME, compared, differences, load_recorded, merge_recorded
+from ..results.rows import ResultRow
+from ..settings import RunSettings
+
+
+class Recording:
+    def __init__(self, settings: RunSettings, all_cases: Sequence[tuple[Scenario, int]], *, assistant_is_bot: bool):
+        self.settings = settings
+        s = settings
+        self.plan = ReplayPlan(
+            cassette_dir=s.cassette_dir, assistant=s.assistant, record_mode=s.record_mode, rejudge=s.rejudge,
+            judge=s.judge_model, repeat=s.repeat, assistant_is_bot=assistant_is_bot, all_cases=all_cases,
+            shown=self.shown,
+        )
+
+    @property
+    def live_roles(self) -> frozenset[str]:
+        return self.plan.live_roles
+
+    def shown(self, path: Path) -> str:
+        """A path as rows and lines show it: relative to the project root when inside it."""
+        with contextlib.suppress(ValueError):
+            return str(path.relative_to(self.settings.rootdir))
+        return str(path)
+
+    def summary(self) -> str:
+        reproduces = self.shown(self.recorded_path) if self.recorded else ""
+        return self.plan.summary(reproduces)
+
+    # -- cassettes ------------------------------------------------------------------------------
+    def for_case(self, scenario: Scenario, repeat: int, rerecord: str = "") -> ScenarioCassettes:
+        return self.plan.cassettes.for_scenario(case_id(scenario.scenario_id, repeat),
+                                                rerecord or self.rerecord_command(f"suites/ -k {scenario.scenario_id}"))
+
+    def cassette_of(self, scenario: Scenario, repeat: int = 1) -> str:
+        return self.shown(self.plan.cassettes.path(case_id(scenario.scenario_id, repeat)))
+
+    def rerecord_command(self, target: str) -> str:
+        """The command that re-records one case (``target``: its node id, quoted here)."""
+        target = target if target.startswith("suites/ ") else f"'{target}'"
+        line = f"pytest {target} --assistant {self.settings.assistant} --record-mode all"
+        return line + (" --rejudge" if self.settings.rejudge else "")
+
+    # -- recorded results ------------------------------------------------------------------------
+    @property
+    def recorded_path(self) -> Path:
+        return assistant_dir(self.settings.cassette_dir, self.settings.assistant) / RESULTS_NAME
+
+    @cached_property
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        """The recorded rows' compared fields, by case id (only those are kept: 4,096 whole rows are ~60 MB)."""
+        if not self.plan.checks_reproduction:
+            return {}
+        return {key: compared(row) for key, row in load_recorded(self.recorded_path).items()}
+
+    def differences(self, evaluation: Evaluation) -> list[str] | None:
+        """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None."""
+        recorded = self.recorded.get(case_id(evaluation.scenario.scenario_id, evaluation.repeat))
+        if recorded is None or evaluation.verdict is None:
+            return None
+        dialogue = evaluation.dialogue
+        now = {"scores": evaluation.verdict.scores.model_dump(), "turns": dialogue.turns,
+               "termination": dialogue.termination.value if dialogue.termination else None}
+        return differences(recorded, now)
+
+    def keep_recorded(self, rows: Sequence[ResultRow]) -> int:
+        """At the end of a recording run: its scored rows join the recorded results; returns how many."""
+        if self.settings.record_mode == "none" or self.settings.rejudge:
+            return 0
+        return merge_recorded(self.recorded_path, [row for row in rows if row.status != "error"])

@@ -1,0 +1,138 @@
+"""A run in one process: its parts, put together once. The pytest plugin holds one :class:`Run` per
+process: the controlling process writes the results and decides; xdist workers only evaluate."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import time
+from functools import cached_property
+from typing import Any
+
+from ..data.models import Scenario, TaskKind
+from ..gating.thresholds import Thresholds, load_thresholds
+from ..llm.registry import describe
+from ..results.files import ResultsWriter
+from ..results.rows import RunInfo
+from ..settings import RunSettings
+from .assistant import AssistantUnderTest
+from .cases import RunCases
+from .cases_runner import CaseRunner
+from .finish import RunOutcome, finish_run, settings_snapshot
+from .models import ModelPool
+from .recording import Recording
+from .stop import StopSignal
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class Run:
+    def __init__(self, settings: RunSettings, *, run_id: str, is_controller: bool,
+                 server_handles: dict[str, dict[str, Any]] | None = None) -> None:
+        self.settings = settings
+        self.run_id = run_id
+        self.is_controller = is_controller
+        self.run_dir = settings.results_dir / run_id
+        self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
+        #: raised by the controller to stop the run early (a full disk, a dead endpoint); checked by every process
+        self.stop_signal = StopSignal(self.run_dir)
+        self.cases = RunCases(settings)
+        self.assistant = AssistantUnderTest(settings)
+        self._server_handles = server_handles
+
+    @cached_property
+    def recording(self) -> Recording:
+        return Recording(self.settings, self.cases.all, assistant_is_bot=self.assistant.is_bot)
+
+    @cached_property
+    def models(self) -> ModelPool:
+        return ModelPool(self.settings, self.run_dir, live_roles=self.recording.live_roles,
+                         is_controller=self.is_controller, server_handles=self._server_handles)
+
+    @cached_property
+    def runner(self) -> CaseRunner:
+        return CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant, self.recording)
+
+    @cached_property
+    def thresholds(self) -> Thresholds:
+        return load_thresholds(self.settings.thresholds_path)
+
+    def cases_of(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
+        """The (scenario, try) this run executes for one suite."""
+        return [(s, r) for s, r in self.recording.plan.runnable if s.kind is kind]
+
+    def header_lines(self) -> list[str]:
+        """What this run will do with cassettes, shards, resumed results and gates (for the run header)."""
+        lines = [self.recording.summary(), *self.cases.header_lines()]
+        if not self.thresholds.aggregate.gates:
+            lines.append(f"NO AGGREGATE GATE is set in {self.recording.shown(self.settings.thresholds_path)}: the run "
+                         "is judged by the per-scenario floors alone")
+        return lines
+
+    def preflight(self, *, reach: bool = True) -> None:
+        """Before any case: every role's model is usable as configured, and so is the assistant.
+
+        Raises :class:`UsageError` with one line naming the role, the option or config entry, and
+        the cause. Without ``reach`` (``--collect-only``) nothing is contacted; with it, the bot is
+        contacted (or started) once and every live remote model gets one minimal real call - a dead
+        endpoint, a wrong key or an unknown model fails the run here, not once per case.
+        """
+        self.models.check_credentials(self._role_label)
+        self.assistant.check(self.models, reach=reach)
+        if reach:
+            self.models.ping_all(self._role_label)
+
+    def _role_label(self, role: str, spec: str) -> str:
+        """Where a role's model was chosen: the option, the model entry, or the assistant entry."""
+        s = self.settings
+        if role == "assistant" and self.assistant.entry is not None:
+            return self.assistant.label
+        flag = {"user_agent": "--user-model", "judge": "--judge-model", "assistant": "--assistant-model"}[role]
+        return f"{flag} {spec}" + (f" ({s.model_sources[spec]})" if spec in s.model_sources else "")
+
+    def carry_resumed_rows(self) -> int:
+        """Controller, before any case: the resumed rows open this run's results, so it holds the whole run."""
+        if self.writer is not None:
+            for row in self.cases.resumed:
+                self.writer.write(row)
+        return len(self.cases.resumed)
+
+    def run_info(self) -> RunInfo:
+        s = self.settings
+        return RunInfo(
+            run_id=self.run_id, assistant=s.assistant, assistant_kind=self.assistant.kind,
+            assistant_context=self.assistant.context.label, assistant_model=self.assistant.model,
+            user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
+            record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""),
+        )
+
+    def finish(self) -> RunOutcome | None:
+        """Controller, at the end: the report over every worker's rows, its files, the verdict."""
+        if self.writer is None or not self.writer.path.is_file():
+            return None
+        self.writer.close()
+        return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
+                          run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown))
+
+    def close(self) -> None:
+        if "runner" in self.__dict__:
+            self.runner.close()
+        if "models" in self.__dict__:
+            self.models.close()
+        if self.writer is not None:
+            self.writer.close()
+            self._remove_if_unused()
+
+    def _remove_if_unused(self) -> None:
+        """A run that evaluated nothing (say, an unrelated ``pytest -n 4`` that launched the servers anyway)
+        leaves no folder behind: only server logs would be in it."""
+        if self.writer is None or self.writer.count or not self.run_dir.is_dir():
+            return
+        if all(p.name.startswith(("embedded-server-", ".embedded.lock", ".stop")) for p in self.run_dir.iterdir()):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.run_dir.parent.rmdir()  # only if no other run is in it
+

@@ -1,0 +1,81 @@
+"""The settings of one run, resolved (see :mod:`.resolve`): what every part of the run reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional
+
+from ..assistants.base import ContextSwitches
+from ..assistants.entries import ReferenceEntry
+from ..assistants.registry import AssistantCatalogue
+from ..data.selection import Selection
+from ..gating.thresholds import default_thresholds_path
+from ..llm.embedded import LocalServerSettings
+from ..llm.entries import ModelEntry
+from ..llm.limits import Limits
+from ..llm.retry import RetryPolicy
+from .table import DEFAULT_STOP_AFTER_ERRORS, SETTING
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    selection: Selection = field(default_factory=Selection)
+    data_path: Path | None = None
+    max_turns: int | None = None
+    assistant: str = "reference"
+    assistant_model: str = "local"
+    assistant_context: ContextSwitches = field(default_factory=ContextSwitches)
+    user_model: str = "local"
+    judge_model: str = "local"
+    thresholds_path: Path = field(default_factory=default_thresholds_path)
+    results_dir: Path = Path(SETTING["results_dir"].default)
+    cassette_dir: Path = Path(SETTING["cassette_dir"].default)
+    #: vcrpy's record mode: none (offline replay, the default), once, new_episodes, all
+    record_mode: str = "none"
+    #: replay the dialogues, judge them again
+    rejudge: bool = False
+    #: tries per scenario (each with its own cassette)
+    repeat: int = 1
+    turn_level: bool = False
+    leak_check: bool = False
+    #: report files (None: the run folder's report.json / junit.xml / report.html)
+    json_report: Optional[Path] = None
+    junit_report: Optional[Path] = None
+    html_report: Optional[Path] = None
+    #: a previous run's report or results to compare with, and the drop it tolerates
+    baseline: Optional[Path] = None
+    baseline_margin: float = 0.0
+    #: how failed calls are retried; the most seconds one scenario may take (None: no limit)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    scenario_timeout_s: Optional[float] = None
+    #: an earlier run's results: its scored cases are kept, only the rest run
+    resume: Optional[Path] = None
+    #: (i, n): run the i-th of n deterministic slices of the cases (1-based)
+    shard: Optional[tuple[int, int]] = None
+    #: per model endpoint, across every xdist worker
+    limits: Limits = field(default_factory=Limits)
+    #: scenarios evaluated at once in threads of one process (without xdist)
+    concurrency: int = 1
+    #: stop the run after this many cases in a row fail with the same error from one endpoint (0: never)
+    stop_after_errors: int = DEFAULT_STOP_AFTER_ERRORS
+    #: environment variables whose values are secrets, beyond those named like one
+    secret_env: tuple[str, ...] = ()
+    local: LocalServerSettings = field(default_factory=LocalServerSettings)
+    local_url: str | None = None
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key_env: str = "OPENAI_API_KEY"
+    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+    assistants: AssistantCatalogue = field(default_factory=AssistantCatalogue)
+    model_sources: Mapping[str, str] = field(default_factory=dict)
+    rootdir: Path = Path(".")
+
+    def model_specs(self) -> dict[str, str]:
+        """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""
+        specs = {"user_agent": self.user_model, "judge": self.judge_model}
+        entry = self.assistants.entries.get(self.assistant)
+        if entry is None:
+            specs["assistant"] = self.assistant_model
+        elif isinstance(entry, ReferenceEntry):
+            specs["assistant"] = entry.model
+        return specs

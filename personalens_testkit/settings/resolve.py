@@ -1,0 +1,161 @@
+"""Run settings, resolved once, in one precedence order for every setting of the table:
+
+    command-line option  >  environment variable (where one exists)  >  project config  >  default
+
+A value is checked against the table wherever it came from, and a wrong one is one line naming
+where it came from (the option, or the config file and key). Paths given on the command line are
+relative to where pytest runs; paths in the config, to the project folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..assistants.base import ContextSwitches
+from ..assistants.entries import ReferenceEntry
+from ..assistants.registry import BUILTIN, AssistantCatalogue
+from ..data.loader import open_dataset
+from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
+from ..errors import DataError, UsageError
+from ..gating.thresholds import default_thresholds_path
+from ..llm.embedded import LocalServerSettings
+from ..llm.limits import Limits
+from ..llm.registry import check_spec
+from ..llm.retry import RetryPolicy
+from ..replay.modes import check_record_mode
+from .model import RunSettings
+from .project import ProjectConfig, load_project_config
+from .table import SETTING
+
+
+class _Values:
+    """Each setting's value and where it came from, by the one precedence order."""
+
+    def __init__(self, options: Mapping[str, Any], config: ProjectConfig, env: Mapping[str, str], root: Path) -> None:
+        self.options, self.config, self.env, self.root = options, config, env, root
+
+    def source(self, name: str) -> tuple[Any, str]:
+        """(value, ``option`` | ``env`` | ``config`` | ``default``); a value out of range is a UsageError."""
+        s = SETTING[name]
+        if s.option and self.options.get(name) is not None:
+            return s.check(self.options[name], s.option), "option"
+        if s.env and self.env.get(s.env):
+            return self.env[s.env], "env"
+        value = getattr(self.config, s.config_key) if s.config_key else None
+        if value is not None:  # validated against the table when the config was read
+            return s.normalised(value), "config"
+        return s.default, "default"
+
+    def __getitem__(self, name: str) -> Any:
+        return self.source(name)[0]
+
+    def path(self, name: str) -> Path | None:
+        """A path setting: an option's relative to the working folder, the config's to the project folder."""
+        value, where = self.source(name)
+        if value is None:
+            return None
+        return Path(value).expanduser() if where == "option" else self.root / Path(value).expanduser()
+
+
+def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str, str]) -> RunSettings:
+    """Build :class:`RunSettings` from parsed options (``None`` = not given), the config and the environment."""
+    config, sources = load_project_config(rootdir)
+    values = _Values(options, config, env, rootdir)
+    catalogue = AssistantCatalogue(entries=config.assistants, sources=sources.assistants)
+    assistant = values["assistant"] or BUILTIN
+    catalogue.entry(assistant)  # an unknown name fails here, listing the known ones
+    specs = _model_specs(values, config, catalogue)
+    retries = values["retries"]
+    return RunSettings(
+        selection=_selection(values), data_path=values.path("personalens_data"), max_turns=values["max_turns"],
+        assistant=assistant, assistant_model=specs["assistant_model"],
+        assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),
+        user_model=specs["user_model"], judge_model=specs["judge_model"],
+        thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
+        cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
+        rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
+        leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
+        junit_report=values.path("junit_report"), html_report=values.path("html_report"),
+        baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
+        baseline_margin=values["baseline_margin"],
+        retry=RetryPolicy(attempts=retries + 1, initial_s=values["retry_initial_s"], max_s=values["retry_max_s"]),
+        scenario_timeout_s=values["scenario_timeout"],
+        resume=_existing(values, "resume", "the results.jsonl or report.json of the run to finish"),
+        shard=parse_shard(values["shard"]) if values["shard"] else None,
+        limits=Limits(max_rps=values["max_rps"], max_concurrency=values["max_concurrency"]),
+        concurrency=values["concurrency"], stop_after_errors=values["stop_after_errors"],
+        secret_env=tuple(values["secret_env"]), local=_local(config, rootdir), local_url=values["local_url"],
+        openai_base_url=values["openai_base_url"], openai_api_key_env=values["openai_api_key_env"],
+        models=config.models, assistants=catalogue, model_sources=sources.models, rootdir=rootdir,
+    )
+
+
+def _selection(values: _Values) -> Selection:
+    profiles, domains = values["profiles"], values["domains"]
+    return Selection(
+        sample=parse_sample(str(values["sample"] or "50")),
+        profiles=parse_profiles(profiles) if profiles is not None else None,
+        domains=parse_domains(domains) if domains is not None else None,
+        task_kind=parse_task_kind(values["task_kind"] or "both"),
+    )
+
+
+def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCatalogue) -> dict[str, str]:
+    specs = {}
+    for role in ("user_model", "judge_model", "assistant_model"):
+        try:
+            specs[role] = check_spec(values[role] or "local", config.models)
+        except UsageError as exc:
+            raise UsageError(f"--{role.replace('_', '-')}: {exc}") from None
+    for name, entry in config.assistants.items():
+        if isinstance(entry, ReferenceEntry):
+            try:
+                check_spec(entry.model, config.models)
+            except UsageError as exc:
+                raise UsageError(f"assistant {name!r} ({catalogue.where(name)}): model: {exc}") from None
+    return specs
+
+
+def _thresholds(values: _Values) -> Path:
+    """The option's file, the config's, the project's thresholds.yaml, or the shipped defaults."""
+    given = values.path("thresholds")
+    if given is not None:
+        return given
+    project = values.root / "thresholds.yaml"
+    return project if project.is_file() else default_thresholds_path()
+
+
+def _existing(values: _Values, name: str, what: str) -> Path | None:
+    path = values.path(name)
+    if path is not None and not path.is_file():
+        raise UsageError(f"{SETTING[name].option}: {values.options.get(name)}: no such file ({what})")
+    return path
+
+
+def _local(config: ProjectConfig, rootdir: Path) -> LocalServerSettings:
+    local = config.local
+    return LocalServerSettings(
+        model_path=rootdir / Path(local.model_path).expanduser() if local.model_path else None, n_ctx=local.n_ctx,
+        n_threads=local.n_threads or LocalServerSettings().n_threads, startup_timeout_s=local.startup_timeout_s,
+    )
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (1 <= I <= N): the I-th of N slices."""
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard: expected I/N, e.g. 2/4 (got {text!r})") from None
+    if not 1 <= i <= n:
+        raise UsageError(f"--shard: I must be from 1 to N (got {text!r})")
+    return i, n
+
+
+def check_selection(settings: RunSettings) -> None:
+    """Fail early, with one line, on a data folder or profile selection that cannot work (reads no files)."""
+    try:
+        dataset = open_dataset(settings.data_path)
+    except DataError as exc:
+        raise UsageError(f"--personalens-data: {exc}") from None
+    profile_numbers(dataset, settings.selection)

@@ -1,0 +1,177 @@
+"""The one table of settings: each option is declared once, here.
+
+From this table come the pytest options and their help, the keys of the project config
+(``[tool.personalens]`` / ``personalens.toml``) and their validation, the environment
+variable a setting reads, and the checks of a value wherever it came from. Precedence, the
+same for every setting: command-line option > environment variable > project config > default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from ..errors import UsageError
+
+from typing import Union
+
+Kind = Literal["str", "int", "float", "flag", "path", "list", "csv"]
+#: how the project config may write a value of each kind ("csv": ``"7,53"`` or ``[7, 53]``)
+_PY = {"str": str, "int": int, "float": float, "flag": bool, "path": str, "list": list[str],
+       "csv": Union[str, list[Union[int, str]]]}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    help: str
+    kind: Kind = "str"
+    #: the command-line option; None: config only
+    flag: Optional[str] = ""
+    #: whether the project config may set it
+    config: bool = True
+    default: Any = None
+    metavar: Optional[str] = None
+    #: bounds of a number, inclusive; ``above``: strictly greater than
+    low: Optional[float] = None
+    high: Optional[float] = None
+    above: Optional[float] = None
+    #: the environment variable read between the option and the config
+    env: Optional[str] = None
+    #: the config key, when it differs from the name
+    key: Optional[str] = None
+    #: what 0 means, for a number whose 0 switches something off
+    zero_means: Optional[str] = None
+
+    @property
+    def option(self) -> Optional[str]:
+        if self.flag is None:
+            return None
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def config_key(self) -> Optional[str]:
+        return (self.key or self.name) if self.config else None
+
+    @property
+    def python_type(self) -> Any:
+        return _PY[self.kind]
+
+    def normalised(self, value: Any) -> Any:
+        """A config value in the form an option gives it (a list of a "csv" setting joined with commas)."""
+        if self.kind == "csv" and isinstance(value, list):
+            return ",".join(str(item) for item in value)
+        return value
+
+    def pydantic_bounds(self) -> dict[str, float]:
+        bounds = {"ge": self.low, "le": self.high, "gt": self.above}
+        return {k: v for k, v in bounds.items() if v is not None}
+
+    def check(self, value: Any, where: str) -> Any:
+        """The value, if it is in range; else a UsageError naming ``where`` it came from."""
+        if value is None or self.kind not in ("int", "float"):
+            return value
+        too_low = (self.low is not None and value < self.low) or (self.above is not None and value <= self.above)
+        if too_low or (self.high is not None and value > self.high):
+            raise UsageError(f"{where}: must be {self.range_text()} (got {value:g})")
+        return value
+
+    def range_text(self) -> str:
+        unit = " seconds" if self.name.endswith("timeout") else ""
+        if self.low is not None and self.high is not None:
+            return f"from {self.low:g} to {self.high:g}"
+        if self.above is not None:
+            return f"more than {self.above:g}{unit}"
+        if self.low == 0 and self.zero_means:
+            return f"0 ({self.zero_means}) or more"
+        return f"at least {self.low:g}" if self.low else "0 or more"
+
+
+#: the most retries of a failed call (each waits up to retry_max_s)
+MAX_RETRIES = 10
+#: cases in a row failing alike on one endpoint that stop a run (the circuit breaker)
+DEFAULT_STOP_AFTER_ERRORS = 5
+
+SETTINGS: tuple[Setting, ...] = (
+    # what runs
+    Setting("personalens_data", "an upstream PersonaLens checkout (or its data/ folder); default: the bundled 50-profile "
+            "sample", "path", metavar="DIR"),
+    Setting("sample", "the benchmark's published profile sample (default 50; 'all' = every profile in the data)",
+            metavar="{30,50,100,all}"),
+    Setting("profiles", "run these profiles only, e.g. 7,53 (replaces --sample)", "csv", metavar="IDS"),
+    Setting("domains", "keep scenarios whose domains are all among these, e.g. Movies,Music", "csv", metavar="NAMES"),
+    Setting("task_kind", "single-domain, multi-domain or both (default)", metavar="{sd,md,both}"),
+    Setting("max_turns", "turn limit per dialogue (default: the benchmark's 20 single-domain, 30 multi-domain)", "int",
+            metavar="N", low=1),
+    Setting("repeat", "run each scenario K times (own cassettes; reports pass^k and each score's spread)", "int",
+            metavar="K", low=1, default=1),
+    # the parts
+    Setting("assistant", "the assistant under test (default: reference)", metavar="NAME"),
+    Setting("assistant_model", "model of the reference assistant (default: local)", metavar="SPEC"),
+    Setting("assistant_context", "user context the reference assistant sees: none (default) or any of "
+            "demographics,interactions,situation (D,I,S)", metavar="PARTS"),
+    Setting("user_model", "user-agent model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
+            "[models] name", metavar="SPEC"),
+    Setting("judge_model", "judge model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
+            "[models] name", metavar="SPEC"),
+    Setting("local_url", "use an already running embedded server (see `personalens serve-model`) instead of starting "
+            "one", metavar="URL", config=False, env="PERSONALENS_LOCAL_URL"),
+    Setting("openai_base_url", "the OpenAI-compatible endpoint of openai: specs", flag=None, env="OPENAI_BASE_URL",
+            default="https://api.openai.com/v1"),
+    Setting("openai_api_key_env", "the environment variable holding that endpoint's key", flag=None,
+            default="OPENAI_API_KEY"),
+    # files
+    Setting("thresholds", "thresholds file (default: ./thresholds.yaml)", "path", metavar="PATH"),
+    Setting("results_dir", "where runs write results (default: personalens-results)", "path", metavar="DIR",
+            default="personalens-results"),
+    Setting("cassette_dir", "where cassettes are kept (default: ./cassettes)", "path", metavar="DIR", default="cassettes"),
+    Setting("record_mode", "cassettes, with vcrpy's meanings: none (default) replays offline and runs only the scenarios "
+            "that have a cassette; once records the missing ones live; new_episodes adds unmatched calls; all re-records",
+            metavar="{none,once,new_episodes,all}", default="none"),
+    Setting("rejudge", "replay the recorded dialogues and judge them again (judge live, or from its own cassettes)",
+            "flag", config=False),
+    Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
+            config=False),
+    Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
+            "flag", config=False),
+    Setting("json_report", "the run report as JSON (default: <run folder>/report.json)", "path", metavar="PATH",
+            config=False),
+    Setting("junit_report", "JUnit XML with scores as properties (default: <run folder>/junit.xml)", "path",
+            metavar="PATH", config=False),
+    Setting("html_report", "the self-contained HTML report (default: <run folder>/report.html)", "path", metavar="PATH",
+            config=False),
+    Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
+            "shared scenarios", "path", metavar="REPORT", config=False),
+    Setting("baseline_margin", "the drop --baseline tolerates: fail only if the whole CI of the difference is below -X "
+            "(default 0)", "float", metavar="X", low=0, default=0.0, config=False),
+    Setting("resume", "finish an interrupted run: keep the scored cases of its results.jsonl, run only the others",
+            "path", metavar="RESULTS", config=False),
+    Setting("shard", "run the I-th of N deterministic slices of the cases (a CI matrix); `personalens merge` joins them",
+            metavar="I/N", config=False),
+    # reliability and speed
+    Setting("retries", f"retries of a call that failed in a retryable way: 429, 5xx, timeout, dropped connection "
+            f"(default 3, at most {MAX_RETRIES})", "int", metavar="N", low=0, high=MAX_RETRIES, default=3),
+    Setting("retry_initial_s", "the first wait before a retry, doubling up to retry_max_s", "float", flag=None, above=0,
+            high=60, default=1.0),
+    Setting("retry_max_s", "the longest wait between retries", "float", flag=None, above=0, high=600, default=20.0),
+    Setting("scenario_timeout", "the most time one scenario may take; a call under way is given up when it runs out "
+            "(default: none)", "float", metavar="SECONDS", above=0, key="scenario_timeout_s"),
+    Setting("concurrency", "evaluate K scenarios at once in threads of this process (remote models; without -n)", "int",
+            metavar="K", low=1, high=256, default=1),
+    Setting("max_rps", "at most R calls per second to each model endpoint, across all xdist workers", "float",
+            metavar="R", above=0),
+    Setting("max_concurrency", "at most N calls in flight to each model endpoint, across all xdist workers", "int",
+            metavar="N", low=1),
+    Setting("stop_after_errors", f"stop the run after N cases in a row fail with the same error from one model or bot "
+            f"(default {DEFAULT_STOP_AFTER_ERRORS}; 0: never)", "int", metavar="N", low=0,
+            default=DEFAULT_STOP_AFTER_ERRORS, zero_means="never"),
+    Setting("secret_env", "names of environment variables whose values are secrets, beyond those named like one",
+            "list", flag=None, default=()),
+)
+SETTING = {s.name: s for s in SETTINGS}
+#: the options of the pytest plugin, by their destination name
+OPTION_NAMES = tuple(s.name for s in SETTINGS if s.option)
+
+
+def option_default(name: str) -> Any:
+    return SETTING[name].default
