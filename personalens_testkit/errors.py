@@ -14,7 +14,10 @@
     └── ReplayMissError              a call no cassette can answer in this record mode
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
-each, with ``raise ... from exc`` so the cause is kept for debugging.
+each, with ``raise ... from exc`` so the cause is kept for debugging. Two internal signals
+never reach a user: ``TimeLimit`` (timebox: a bounded call ran out of time; its caller raises
+a ModelError or DeadlineReached instead) and ``_DuplicateKey`` (agents.answers: a judge's JSON
+with a key twice; raised as JudgeAnswerError).
 """
 
 from __future__ import annotations
