@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Literal, get_args
 
 from .errors import PersonalensError
 
+#: the three parts of a dialogue that make calls: the benchmark's user agent and judge, the assistant under test
 CallRole = Literal["user_agent", "assistant", "judge"]
+ROLES: tuple[CallRole, ...] = get_args(CallRole)
 
 
 @dataclass(frozen=True)

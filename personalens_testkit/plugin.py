@@ -25,6 +25,8 @@ from .settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
 from .transcripts import describe_replay_change, describe_shortfalls
 
 EVALUATION = pytest.StashKey[Evaluation]()
+#: the floors a case missed, as its own check found them (its row reports exactly those)
+SHORTFALLS = pytest.StashKey[list]()
 MARKER = "personalens"
 WORKER_KEY = "personalens"
 _TYPES = {"int": int, "float": float}
@@ -172,8 +174,9 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
 
 
 @pytest.fixture
-def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
-    """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed."""
+def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, personalens_run: Run) -> Any:
+    """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed.
+    The floors are the ``score_floors`` fixture's (override it to change them): the row reports what it found."""
 
     def check(evaluation: Evaluation) -> None:
         assert evaluation.verdict is not None
@@ -183,6 +186,7 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
                 pytest.fail(redact(describe_replay_change(evaluation, changed)), pytrace=False)
             return
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
+        request.node.stash[SHORTFALLS] = found
         if found:
             path = personalens_run.runner.transcript_path(evaluation.scenario, evaluation.repeat)
             pytest.fail(redact(describe_shortfalls(evaluation, found, path)), pytrace=False)
@@ -201,7 +205,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     if (report.when == "setup" and report.failed) or report.when == "call":
         status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")
-        report.personalens_row, report.personalens_error, stand_in = case_row(item.config.stash[STATE], evaluation, status)
+        found = item.stash.get(SHORTFALLS, [])
+        report.personalens_row, report.personalens_error, stand_in = case_row(item.config.stash[STATE], evaluation,
+                                                                              status, found)
         if stand_in:
             report.outcome, report.longrepr = "failed", "the result row could not be built (see its error)"
     return report

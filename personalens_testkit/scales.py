@@ -20,16 +20,26 @@ class Metric:
     kind: Literal["bool", "int"]
     #: whose messages the metric rates ("dialogue" for task completion and personalization)
     side: Literal["dialogue", "user", "assistant"]
+    #: its column title in the paper's tables
+    short: str
+
+    @property
+    def python_type(self) -> type:
+        return bool if self.kind == "bool" else int
 
 
-TASK_COMPLETION = Metric("task_completion", "Task completion", 0, 1, "bool", "dialogue")
-PERSONALIZATION = Metric("personalization", "Personalization", 1, 4, "int", "dialogue")
-NATURALNESS_USER = Metric("naturalness_user", "Naturalness (user)", 1, 5, "int", "user")
-NATURALNESS_ASSISTANT = Metric("naturalness_assistant", "Naturalness (assistant)", 1, 5, "int", "assistant")
-COHERENCE_USER = Metric("coherence_user", "Coherence (user)", 1, 5, "int", "user")
-COHERENCE_ASSISTANT = Metric("coherence_assistant", "Coherence (assistant)", 1, 5, "int", "assistant")
+TASK_COMPLETION = Metric("task_completion", "Task completion", 0, 1, "bool", "dialogue", "TCR")
+PERSONALIZATION = Metric("personalization", "Personalization", 1, 4, "int", "dialogue", "P")
+NATURALNESS_USER = Metric("naturalness_user", "Naturalness (user)", 1, 5, "int", "user", "Nat.(U)")
+NATURALNESS_ASSISTANT = Metric("naturalness_assistant", "Naturalness (assistant)", 1, 5, "int", "assistant", "Nat.")
+COHERENCE_USER = Metric("coherence_user", "Coherence (user)", 1, 5, "int", "user", "Coh.(U)")
+COHERENCE_ASSISTANT = Metric("coherence_assistant", "Coherence (assistant)", 1, 5, "int", "assistant", "Coh.")
 
 METRICS: tuple[Metric, ...] = (
     TASK_COMPLETION, PERSONALIZATION, NATURALNESS_USER, NATURALNESS_ASSISTANT, COHERENCE_USER, COHERENCE_ASSISTANT,
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+METRIC_NAMES = tuple(m.name for m in METRICS)
+#: The dimensions the paper's tables report for the assistant (Table 3, Figure 4).
+HEADLINE = (TASK_COMPLETION.name, PERSONALIZATION.name, NATURALNESS_ASSISTANT.name, COHERENCE_ASSISTANT.name)
+SHORT = {m.name: m.short for m in METRICS}

@@ -16,13 +16,13 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
 from ..timebox import DaemonPool
 from ..scales import (
-    COHERENCE_ASSISTANT, COHERENCE_USER, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
+    COHERENCE_ASSISTANT, COHERENCE_USER, METRICS, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
     TASK_COMPLETION, Metric,
 )
 from .answers import SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
@@ -43,15 +43,9 @@ JUDGED_ORDER = (TASK_COMPLETION.name, PERSONALIZATION.name, *(metric.name for me
 A = TypeVar("A", bound=BaseModel)
 
 
-class Scores(BaseModel):
-    """The judged scores of one dialogue, on the benchmark's own scales."""
-
-    task_completion: bool
-    personalization: int
-    naturalness_user: int
-    naturalness_assistant: int
-    coherence_user: int
-    coherence_assistant: int
+#: The judged scores of one dialogue, on the benchmark's own scales: a field per metric of :mod:`..scales`.
+Scores = create_model("Scores", __doc__="The judged scores of one dialogue, on the benchmark's own scales.",
+                      **{m.name: (m.python_type, ...) for m in METRICS})
 
 
 class Verdict(BaseModel):

@@ -13,14 +13,11 @@ from typing import Iterable, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..results.rows import ResultRow
-from ..scales import METRIC_BY_NAME, METRICS
+from ..scales import HEADLINE, METRIC_BY_NAME, METRICS, SHORT
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean
 from .thresholds import Gate
 
-#: The dimensions the paper's tables report for the assistant (Table 3, Figure 4).
-HEADLINE = ("task_completion", "personalization", "naturalness_assistant", "coherence_assistant")
-SHORT = {"task_completion": "TCR", "personalization": "P", "naturalness_assistant": "Nat.", "coherence_assistant": "Coh.",
-         "naturalness_user": "Nat.(U)", "coherence_user": "Coh.(U)"}
+__all__ = ["GROUP_TITLES", "GateResult", "GroupSummary", "HEADLINE", "SHORT", "evaluate_gates", "group_rows", "summarise"]
 GROUP_TITLES = {"overall": "all", "sd": "single-domain", "md": "multi-domain"}
 
 

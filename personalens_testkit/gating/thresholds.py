@@ -26,23 +26,33 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from ..data.models import DOMAINS
 from ..errors import ConfigError, dotted
-from ..scales import METRIC_BY_NAME
+from ..scales import (
+    COHERENCE_ASSISTANT, METRIC_BY_NAME, METRIC_NAMES, METRICS, NATURALNESS_ASSISTANT, PERSONALIZATION, TASK_COMPLETION,
+    Metric,
+)
 
 
 
-class ScenarioFloors(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+#: The floors a team starts from: completion required, "basic" personalization, replies at least "somewhat"
+#: natural and coherent; the user side rates the simulator, not the assistant, so it is not gated.
+DEFAULT_FLOORS: dict[str, Any] = {TASK_COMPLETION.name: True, PERSONALIZATION.name: 2,
+                                  NATURALNESS_ASSISTANT.name: 3, COHERENCE_ASSISTANT.name: 3}
 
-    task_completion: Optional[bool] = True
-    personalization: Optional[int] = Field(default=2, ge=1, le=4)
-    naturalness_assistant: Optional[int] = Field(default=3, ge=1, le=5)
-    coherence_assistant: Optional[int] = Field(default=3, ge=1, le=5)
-    naturalness_user: Optional[int] = Field(default=None, ge=1, le=5)
-    coherence_user: Optional[int] = Field(default=None, ge=1, le=5)
+
+def _floor(metric: Metric) -> tuple[Any, Any]:
+    default = DEFAULT_FLOORS.get(metric.name)
+    if metric.kind == "bool":
+        return Optional[bool], default
+    return Optional[int], Field(default=default, ge=metric.low, le=metric.high)
+
+
+#: The floors every single scenario must reach (a field per metric; null: not gated).
+ScenarioFloors = create_model("ScenarioFloors", __config__=ConfigDict(extra="forbid", strict=True),
+                              **{m.name: _floor(m) for m in METRICS})
 
 
 SCOPES = ("overall", "sd", "md", "each_domain") + tuple(f"domain:{d}" for d in DOMAINS)
@@ -53,8 +63,7 @@ class Gate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal["task_completion", "personalization", "naturalness_assistant", "coherence_assistant",
-                    "naturalness_user", "coherence_user"]
+    metric: Literal[METRIC_NAMES]  # type: ignore[valid-type]
     scope: str = "overall"
     #: the gated statistic ("on" would be read as a boolean by YAML)
     statistic: Literal["mean", "lower_bound"] = "mean"

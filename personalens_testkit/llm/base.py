@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..callsite import CallRole
+
 Role = Literal["system", "user", "assistant"]
 
-#: What a call is for; the embedded backend sizes its answers by it, and the ledger counts by it.
-Purpose = Literal["user_agent", "assistant", "judge"]
+#: What a call is for (the role that makes it); the embedded backend sizes its answers by it.
+Purpose = CallRole
 
 
 @dataclass(frozen=True)

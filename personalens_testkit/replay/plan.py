@@ -15,11 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..callsite import ROLES
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
 from .cassettes import Cassettes, CassetteSettings
 
-ROLES = frozenset({"user_agent", "assistant", "judge"})
 
 
 @dataclass
@@ -68,7 +68,7 @@ class ReplayPlan:
             return frozenset({"judge"})
         if self.record_mode == "once" and all(self.has_cassette(s, r) for s, r in self.all_cases):
             return frozenset()
-        return ROLES
+        return frozenset(ROLES)
 
     def summary(self, reproduces: str = "") -> str:
         """One line for the run header: what replays, what records, and how to record the rest

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
 
+from ..callsite import ROLES
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
 from ..gating.compare import Comparison
 from ..gating.stats import pass_hat_k
@@ -23,7 +24,6 @@ from ..results.rows import ResultRow
 from ..scales import METRICS
 
 REPORT_VERSION = 1
-ROLES = ("user_agent", "assistant", "judge")
 COUNTED = ("calls", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 
 #: calls and tokens of one role: calls, retries, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .files import load_rows, write_rows
+from ..data.models import case_id
+from .files import load_records, load_rows, write_rows
 from .rows import ResultRow
 
 RESULTS_NAME = "results.jsonl"
@@ -36,10 +37,13 @@ def merge_recorded(path: Path, rows: Iterable[ResultRow]) -> int:
     return count
 
 
-def compared(row: ResultRow) -> dict[str, Any]:
-    """The fields a replay must reproduce, as plain values."""
-    return {"scores": row.scores.model_dump() if row.scores else None, "turns": row.turns,
-            "termination": row.termination}
+def load_compared(path: Path) -> dict[str, dict[str, Any]]:
+    """The compared fields of each recorded row, by case id ({} when there is no file). Only those are
+    kept, read without building whole rows: a whole-sample recording is 4,096 rows."""
+    if not path.is_file():
+        return {}
+    return {case_id(record["scenario_id"], record.get("repeat")): {name: record.get(name) for name in COMPARED}
+            for record in load_records(path, what="recorded results")}
 
 
 def differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

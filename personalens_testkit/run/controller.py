@@ -3,21 +3,22 @@ that ran it; and, in the controlling process alone, writing every row and decidi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+from ..errors import StorageError
 from ..evaluation import Evaluation
-from ..gating.thresholds import shortfalls
 from ..results.rows import Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
 from .stop import Breaker
 
 
-def case_row(run: Run, evaluation: Evaluation, status: Status) -> tuple[str, dict[str, Any] | None, bool]:
+def case_row(run: Run, evaluation: Evaluation, status: Status,
+             found: Sequence[Any] = ()) -> tuple[str, dict[str, Any] | None, bool]:
     """A case's row as one line of JSON with secrets replaced (an xdist worker sends it as one string), its
-    error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built."""
+    error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built.
+    ``found``: the floors the case's own check found it missed."""
     try:
-        found = shortfalls(run.thresholds.scenario, evaluation.verdict.scores.model_dump()) if evaluation.verdict else []
         row = build_row(run.run_info(), evaluation, status=status, found=found,
                         transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
                         cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat))
@@ -48,8 +49,6 @@ class RunController:
         """Write one case's row; the reason to stop the run now, if there is one."""
         writer = self.run.writer
         assert writer is not None
-        from ..errors import StorageError
-
         try:
             writer.write_json(line)
         except StorageError as exc:

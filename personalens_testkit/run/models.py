@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..callsite import ROLES
 from ..errors import ModelServerError, PersonalensError, UsageError
 from ..llm.base import ChatModel
 from ..llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
@@ -23,7 +24,6 @@ from ..settings import RunSettings
 #: Where an embedded model that is only replayed "runs": never contacted (the cassette answers), and the
 #: same address as a live one once normalised (loopback host and port -> ``local``, the path kept).
 REPLAY_ONLY_URL = server_url(9)
-ROLES = frozenset({"user_agent", "assistant", "judge"})
 
 
 class ModelPool:
@@ -94,7 +94,7 @@ class ModelPool:
         s = self.settings
         return ModelContext(
             local_url_for=self.local_url_for, local=s.local, named=s.models, openai_base_url=s.openai_base_url,
-            openai_api_key_env=s.openai_api_key_env, replay_only_roles=ROLES - self.live_roles,
+            openai_api_key_env=s.openai_api_key_env, replay_only_roles=frozenset(ROLES) - self.live_roles,
             recorded_answer=recorded_answer,
         )
 

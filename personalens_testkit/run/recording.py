@@ -17,7 +17,7 @@ from ..evaluation import Evaluation
 from ..replay.cassettes import ScenarioCassettes
 from ..replay.plan import ReplayPlan
 from ..replay.store import assistant_dir
-from ..results.recorded import RESULTS_NAME, compared, differences, load_recorded, merge_recorded
+from ..results.recorded import RESULTS_NAME, differences, load_compared, merge_recorded
 from ..results.rows import ResultRow
 from ..settings import RunSettings
 
@@ -68,9 +68,7 @@ class Recording:
     @cached_property
     def recorded(self) -> dict[str, dict[str, Any]]:
         """The recorded rows' compared fields, by case id (only those are kept: 4,096 whole rows are ~60 MB)."""
-        if not self.plan.checks_reproduction:
-            return {}
-        return {key: compared(row) for key, row in load_recorded(self.recorded_path).items()}
+        return load_compared(self.recorded_path) if self.plan.checks_reproduction else {}
 
     def differences(self, evaluation: Evaluation) -> list[str] | None:
         """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None."""
