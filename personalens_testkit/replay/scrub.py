@@ -35,8 +35,10 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 #: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them)
-_SECRET_KEY_ENDING = re.compile(rb'(?:key|token|secret|password|passwd|authorization|signature|sig|credential)"|x-amz-',
-                                re.IGNORECASE)
+#: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them; substring
+#: searches: a case-insensitive regex with these alternatives cost nine times as much on a prompt)
+_SECRET_KEY_ENDINGS = (b'key"', b'token"', b'secret"', b'password"', b'passwd"', b'authorization"', b'signature"',
+                       b'sig"', b'credential"', b"x-amz-")
 
 
 def is_secret_name(name: str) -> bool:
@@ -73,7 +75,8 @@ def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]]) -> 
         return None
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
     parsed = None
-    if _SECRET_KEY_ENDING.search(data):  # else no key is named like a secret
+    lowered = data.lower()
+    if any(ending in lowered for ending in _SECRET_KEY_ENDINGS):  # else no key is named like a secret
         try:
             parsed = json.loads(data)
         except ValueError:
