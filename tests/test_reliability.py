@@ -56,6 +56,13 @@ def run_rows(pytester: pytest.Pytester, *args: str, subprocess: bool = True) -> 
     return result, read_rows(Path(named[0])) if named else []
 
 
+def run_bot(pytester: pytest.Pytester, name: str, entry: str, *args: str) -> tuple[pytest.RunResult, list[dict]]:
+    """A live run of user7's Alarm tasks against the bot ``name`` (its config ``entry``) and a fake model server."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        project(pytester, fake, entry)
+        return run_rows(pytester, "--assistant", name, *ALARM, *LIVE, *args)
+
+
 def cases_run(result: pytest.RunResult) -> int:
     outcomes = result.parseoutcomes()
     return sum(outcomes.get(kind, 0) for kind in ("passed", "failed", "errors", "error"))
@@ -105,9 +112,7 @@ def own_answers(row: dict) -> bool:
 
 
 def test_a_bot_that_logs_on_stdout_never_shifts_a_reply(pytester, tmp_path):
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        project(pytester, fake, bot_entry("stray", STRAY, tmp_path))
-        result, rows = run_rows(pytester, "--assistant", "stray", *ALARM, *LIVE)
+    result, rows = run_bot(pytester, "stray", bot_entry("stray", STRAY, tmp_path))
     result.assert_outcomes(passed=4, deselected=1)
     assert_rows_are_cases(result, rows)
     assert all(own_answers(row) for row in rows), [row["transcript"] for row in rows]
@@ -127,9 +132,7 @@ def test_a_bot_that_writes_each_reply_twice_is_caught_by_the_id_it_echoes(pytest
 
 
 def test_a_line_in_the_wrong_encoding_is_an_error_and_the_bot_restarts(pytester, tmp_path):
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        project(pytester, fake, bot_entry("latin", LATIN1, tmp_path))
-        result, rows = run_rows(pytester, "--assistant", "latin", *ALARM, *LIVE)
+    result, rows = run_bot(pytester, "latin", bot_entry("latin", LATIN1, tmp_path))
     result.assert_outcomes(passed=3, errors=1, deselected=1)
     assert_rows_are_cases(result, rows)
     (error,) = [row for row in rows if row["status"] == "error"]
@@ -154,9 +157,7 @@ def reply(request):
 
 
 def test_odd_python_bots_are_errors_of_their_case_never_lost_rows(pytester, tmp_path):
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        project(pytester, fake, python_entry("odd", ODD_REPLIES, tmp_path))
-        result, rows = run_rows(pytester, "--assistant", "odd", *ALARM, *LIVE)
+    result, rows = run_bot(pytester, "odd", python_entry("odd", ODD_REPLIES, tmp_path))
     result.assert_outcomes(passed=1, errors=3, deselected=1)
     assert_rows_are_cases(result, rows)
     messages = {row["scenario_id"][-1]: row["error"]["message"] for row in rows if row["error"]}
@@ -186,9 +187,7 @@ def test_an_http_bot_answering_in_the_wrong_encoding_is_an_error_row(pytester, t
     threading.Thread(target=server.serve_forever, daemon=True).start()
     entry = f'[assistants.latin-http]\nkind = "http"\nurl = "http://127.0.0.1:{server.server_address[1]}/reply"\n'
     try:
-        with FakeLLM(Script(terminate_after=1)) as fake:
-            project(pytester, fake, entry)
-            result, rows = run_rows(pytester, "--assistant", "latin-http", *ALARM, *LIVE)
+        result, rows = run_bot(pytester, "latin-http", entry)
     finally:
         server.shutdown()
     result.assert_outcomes(errors=4, deselected=1)
