@@ -12,7 +12,7 @@ import pytest
 
 from .data.models import Scenario
 from .errors import PersonalensError
-from .report.summary import format_comparison, format_summary
+from .report.summary import format_comparison, format_summary, format_verdict
 from .run.controller import RunController
 from .run.state import Run
 from .secrets import redact
@@ -119,8 +119,11 @@ class ControllerHooks:
         if self.outcome is None:
             return
         self.failures += self.outcome.failures + self.outcome.verdict.failures
-        if self.failures and session.exitstatus == pytest.ExitCode.OK:
+        nothing_left = session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and bool(self.run.cases.resumed)
+        if self.failures and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif nothing_left:  # resuming a complete run: its verdict is the kept rows'
+            session.exitstatus = pytest.ExitCode.OK
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
@@ -133,6 +136,11 @@ class ControllerHooks:
                 write("")
                 for line in format_comparison(outcome.report.comparison):
                     write(line)
+        if outcome is not None:
+            for line in format_verdict(outcome.verdict, self.run.writer.path if self.run.writer else None):
+                write(line)
+        if not self.run.cases.all and self.run.cases.resumed:
+            write(f"personalens: every case was already scored in {self.run.settings.resume}: nothing left to run")
         for failure in self.failures:
             write(redact(f"personalens: FAILED {failure}"), red=True, bold=True)
         writer = self.run.writer

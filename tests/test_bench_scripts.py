@@ -51,3 +51,9 @@ def test_collection_bench_small(tmp_path):
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("*.py")))
 def test_every_bench_script_has_usage(script):
     assert "usage" in bench(f"bench/{script}", "--help").lower()
+
+
+def test_interval_coverage_bench_small():
+    out = bench("bench/interval_coverage.py", "--trials", "40", "--sizes", "10")
+    assert "agresti-coull          n=10   0.963 / 0.928" in out  # exact sums: the same figure at any size of run
+    assert re.search(r"n=10   student-t 0\.\d{3} \(0\.\d{3}\)   percentile bootstrap", out)

@@ -38,7 +38,7 @@ def test_a_run_with_twenty_percent_faults_loses_nothing_and_misscores_nothing(py
     outcomes = result.parseoutcomes()
     (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
     rows = [json.loads(line) for line in results.read_text().splitlines()]
-    selected = outcomes.get("passed", 0) + outcomes.get("failed", 0) + outcomes.get("errors", 0)
+    selected = sum(outcomes.get(kind, 0) for kind in ("passed", "failed", "errors", "skipped", "xfailed", "xpassed"))
     assert len(rows) == selected >= 12, "a scenario was lost"
     assert sorted({r["scenario_id"] for r in rows}) == sorted(r["scenario_id"] for r in rows)
     assert sum(fake.injected.values()) >= 0.1 * len(fake.requests) and len(fake.injected) == len(FAULTS), fake.injected
@@ -85,7 +85,9 @@ def test_a_scenario_time_limit_stops_the_dialogue_as_an_error(pytester):
     with FakeLLM(Script(terminate_after=None)) as fake:
         project_for(pytester, fake.url, extra="scenario_timeout_s = 0.05\n")
         result = pytester.runpytest("--profiles", "7", "--domains", "Alarm", "-k", "task-1")
-    result.assert_outcomes(errors=1, deselected=4)
+    # an error of the bot (the limit ran out in its call) or not scored (in the user agent's): either way, one row
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) + outcomes.get("skipped", 0) == 1 and outcomes["deselected"] == 4
     result.stdout.fnmatch_lines(["*: the scenario's time limit of 0.05 s ran out*"])
 
 

@@ -128,25 +128,34 @@ def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
 
 
 def test_an_unparseable_judge_answer_is_an_error_never_a_score(suite):
+    """The judge is the benchmark's model, not the bot: its failure leaves the case not scored (a skip, counted
+    apart), and a run that cannot score more than 5 % of its cases fails on that alone, naming the cause."""
     with FakeLLM(Script(judge_text="I would say it was quite good overall.")) as fake:
-        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "1", "-x")
-    result.assert_outcomes(errors=1, deselected=1)
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "1", "-rs")
+    result.assert_outcomes(skipped=4, deselected=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "*judging failed (JudgeAnswerError): judge answer for task_completion could not be parsed*",
-        "raw judge answer: 'I would say it was quite good overall.'",
+        "  not scored: user7-SD-Alarm-task-1: judging failed (JudgeAnswerError): judge answer for task_completion "
+        "could not be parsed*raw answer: 'I would say it was quite good overall.'",
+        "personalens: FAILED infrastructure: 4 of 4 cases (100%) were not scored because the user agent, the judge or "
+        "the setup failed - over the 5% allowed: the scores no longer represent the sample",
+        "SKIPPED * not scored (infrastructure): judging failed (JudgeAnswerError): judge answer for task_completion "
+        "could not be parsed*",
     ])
-    (row,) = rows(suite)
-    assert row["status"] == "error" and row["scores"] is None
+    row = rows(suite)[0]
+    assert row["status"] == "error" and row["scores"] is None and row["verdict"] == "not scored"
     assert row["error"]["raw_answer"] == "I would say it was quite good overall."
     assert len(row["transcript"]) == 3  # the dialogue itself was kept
 
 
 def test_a_failing_model_is_an_error_with_its_cause(suite):
     with FakeLLM(Script(status=500, status_pings=False)) as fake:  # answers the preflight, then fails
-        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-x")
-    result.assert_outcomes(errors=1, deselected=1)
-    result.stdout.fnmatch_lines(["*the dialogue failed (ModelError): user agent (opening) call to openai:fake-user failed: HTTP 500*scripted failure*"])
-    (row,) = rows(suite)
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--stop-after-errors", "2")
+    result.assert_outcomes(skipped=2, deselected=1)  # the circuit breaker stopped it after two identical errors
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["  not scored: user7-SD-Alarm-task-1: the dialogue failed (ModelError): user agent "
+                                 "(opening) call to openai:fake-user failed: HTTP 500*scripted failure*"])
+    row = rows(suite)[0]
     assert row["status"] == "error" and row["error"]["phase"] == "the dialogue" and row["termination"] == "error"
 
 
@@ -203,9 +212,12 @@ def test_with_embedded_models_workers_take_turns_scenario_by_scenario(suite):
 
 def test_models_that_cannot_start_make_error_rows(suite):
     result = suite.runpytest("-p", "no:deepeval", "--local-url", "http://127.0.0.1:9/v1",
-                             "--profiles", "7", "--domains", "Alarm", "-x")
-    result.assert_outcomes(errors=1, deselected=1)
-    result.stdout.fnmatch_lines(["starting the models failed (ModelServerError): call to local failed: the model server at http://127.0.0.1:9/v1 was not healthy within 10 s*"])
+                             "--profiles", "7", "--domains", "Alarm", "--stop-after-errors", "1")
+    result.assert_outcomes(skipped=1, deselected=1)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["  not scored: user7-SD-Alarm-task-1: starting the models failed (ModelServerError): "
+                                 "call to local failed: the model server at http://127.0.0.1:9/v1 was not healthy "
+                                 "within 10 s*"])
     (row,) = rows(suite)
     assert row["status"] == "error" and row["error"]["phase"] == "starting the models" and row["transcript"] == []
 

@@ -65,7 +65,7 @@ def run_bot(pytester: pytest.Pytester, name: str, entry: str, *args: str) -> tup
 
 def cases_run(result: pytest.RunResult) -> int:
     outcomes = result.parseoutcomes()
-    return sum(outcomes.get(kind, 0) for kind in ("passed", "failed", "errors", "error"))
+    return sum(outcomes.get(kind, 0) for kind in ("passed", "failed", "errors", "error", "skipped", "xfailed", "xpassed"))
 
 
 def assert_rows_are_cases(result: pytest.RunResult, rows: list[dict]) -> None:
@@ -315,7 +315,7 @@ def test_the_scenario_time_limit_bounds_a_call_while_it_runs(pytester):
         started = time.monotonic()
         result, rows = run_rows(pytester, *ALARM, *LIVE, "-k", "task-1")
     assert time.monotonic() - started < 25
-    result.assert_outcomes(errors=1, deselected=4)
+    result.assert_outcomes(skipped=1, deselected=4)  # the benchmark's model ran out of time: not scored
     assert "given up while it ran: the scenario's time limit of 1.5 s ran out" in rows[0]["error"]["message"]
     assert rows[0]["seconds"] < 5
 

@@ -134,7 +134,7 @@ def test_a_replay_that_scores_differently_from_its_recording_fails(project):
 def test_a_failed_scenario_keeps_no_half_recorded_cassette(project):
     with FakeLLM(Script(judge_text="no idea")) as fake:
         result = run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once")
-    result.assert_outcomes(errors=1, deselected=4)
+    result.assert_outcomes(skipped=1, deselected=4)  # the judge failed: not scored
     assert not cassette_dir(project).exists() or not list(cassette_dir(project).glob("*.json.xz"))
 
 
@@ -188,7 +188,7 @@ def test_a_bot_is_live_in_a_replay_and_a_changed_bot_is_a_miss(project):
     assert len(calls.read_text().splitlines()) == 6
     project._monkeypatch.setenv("BOT_TEXT", "Something else entirely.")  # noqa: SLF001
     changed = run(project, DEAD, *args)
-    changed.assert_outcomes(errors=1, deselected=1)
+    changed.assert_outcomes(skipped=1, deselected=1)
     changed.stdout.fnmatch_lines(["*ReplayMissError): user7-SD-Alarm-task-1: user agent (reply, turn 1): no recorded request "
                                   "matches it (prompts, model settings or the assistant's replies differ*"])
     # re-judging replays the bot's recorded turns: it is not called

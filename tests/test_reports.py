@@ -16,6 +16,8 @@ from .support.project import latest_results, suite_project
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm", "--max-turns", "2"]
+#: 13 single-domain scenarios: enough for a constant drop to be told from noise
+WIDE = ["--profiles", "7", "--domains", "Alarm,Books,Calendar", "--max-turns", "2"]
 GATES = """
 version: 1
 scenario:
@@ -24,6 +26,7 @@ scenario:
   naturalness_assistant: null
   coherence_assistant: null
 aggregate:
+  min_n: 1
   gates:
 {gates}
 """
@@ -54,13 +57,15 @@ def test_summary_report_files_and_a_passing_gate(project):
         result = run(project, fake, *ALARM)
     assert result.ret == 0
     result.stdout.fnmatch_lines([
-        "PersonaLens summary (assistant side; mean [[]95% bootstrap CI]; errors counted apart, never scored)",
-        "*TCR*P*Nat.*Coh.*",
-        "single-domain        4      0*1.00*3.00*4.00*4.00*",
+        "PersonaLens summary (assistant side; mean over scenarios [[]95% CI]; n: scored cases)",
+        "TCR counts your bot's errors as failures; the user agent's, judge's and setup's errors (infra) are counted "
+        "apart, never scored",
+        "                     n bot err infra                TCR                  P               Nat.               Coh.",
+        "single-domain        4       0     0   1.00 [[]0.45-1.00]   3.00 [[]1.80-3.60]   4.00 [[]2.19-4.60]   4.00 [[]2.19-4.60]",
         "per domain (single-domain scenarios)",
-        "Alarm                4      0*",
+        "Alarm                4       0     0*",
         "aggregate gates:",
-        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]3.000, 3.000], n=4)",
+        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]1.795, 3.602], n=4)",
         "calls and tokens: user agent 8 calls, * prompt + * completion; assistant 8 calls, *; judge 24 calls, *",
         "personalens: JSON report -> */report.json",
         "personalens: JUnit XML report -> */junit.xml",
@@ -88,11 +93,19 @@ def test_a_gate_above_the_achieved_value_fails_the_run_with_its_reason(project):
         result = run(project, fake, *ALARM)
     result.assert_outcomes(passed=4, deselected=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # four identical scores are no proof of 3.0: the interval of constant data keeps its width
     result.stdout.fnmatch_lines([
-        "personalens: FAILED gate Personalization, single-domain, lower bound of the 95% CI: FAILED: 3.000 vs "
-        "threshold 3.5 (mean 3.000 [[]3.000, 3.000], n=4)",
+        "personalens: FAILED gate Personalization, single-domain, lower bound of the 95% CI: FAILED: 1.795 vs "
+        "threshold 3.5 (mean 3.000 [[]1.795, 3.602], n=4)",
     ])
-    assert "not evaluated (n=0: too few scored cases)" in result.stdout.str()  # no md case: not a failure
+    # no md case: not evaluated - not a pass, and not a failure unless the thresholds say so
+    assert ("gate Task completion rate, multi-domain, mean: NOT EVALUATED, not passed (n=0 scenarios; a gate "
+            "needs 1)") in result.stdout.str()
+    junit = ET.parse(run_dir(project) / "junit.xml").getroot()
+    (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
+    assert (checks.get("tests"), checks.get("failures"), checks.get("skipped")) == ("3", "1", "1")
+    failed = [case for case in checks if case.find("failure") is not None]
+    assert [case.get("name") for case in failed] == ["gate Personalization, single-domain, lower bound of the 95% CI"]
 
 
 def test_bad_aggregate_gates_stop_the_run_with_one_line(project):
@@ -140,46 +153,54 @@ def test_turn_level_and_leak_check(project):
 def test_a_baseline_gate_fails_on_a_significant_drop(project):
     gates_file(project)
     with FakeLLM(Script(terminate_after=1)) as fake:
-        run(project, fake, *ALARM)
+        run(project, fake, *WIDE)
     base = run_dir(project) / "report.json"
     worse = Script(terminate_after=1)
     worse.scores = {**worse.scores, "personalization": 1}
     with FakeLLM(worse) as fake:
-        result = run(project, fake, *ALARM, "--baseline", str(base))
+        result = run(project, fake, *WIDE, "--baseline", str(base))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "paired comparison on 4 shared scenarios*",
-        "  all                      P      n=4     -2.000 [[]-2.000, -2.000] SIGNIFICANT DROP",
+        "paired comparison on 13 shared scenarios*",
+        "coverage: 13 of the base's 13 scored scenarios paired; only in base 0, only in candidate 0, errored in the "
+        "candidate 0, errored in the base 0*",
+        "  all                      P      n=13    -2.000 [[]-2.247, -0.765] SIGNIFICANT DROP",
         "verdict: a significant drop beyond the margin",
         "personalens: FAILED baseline: a score dropped significantly beyond the margin*",
     ])
+    junit = ET.parse(run_dir(project) / "junit.xml").getroot()
+    (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
+    outcomes = {case.get("name"): "failed" if case.find("failure") is not None else "passed" for case in checks}
+    assert outcomes == {"infrastructure errors": "passed", "baseline coverage": "passed",
+                        "baseline comparison": "failed"}
     # a margin wider than the drop tolerates it
     with FakeLLM(worse) as fake:
-        tolerant = run(project, fake, *ALARM, "--baseline", str(base), "--baseline-margin", "2.5")
+        tolerant = run(project, fake, *WIDE, "--baseline", str(base), "--baseline-margin", "2.5")
     assert tolerant.ret == 0
 
 
 def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
     gates_file(project)
     with FakeLLM(Script(terminate_after=1)) as fake:
-        run(project, fake, *ALARM)
+        run(project, fake, *WIDE)
     first = run_dir(project) / "results.jsonl"
     harsher = Script(terminate_after=1)
-    harsher.scores = {**harsher.scores, "personalization": 2, "coherence_assistant": 3}
+    harsher.scores = {**harsher.scores, "personalization": 1, "coherence_assistant": 3}
     with FakeLLM(harsher) as fake:
-        run(project, fake, *ALARM)
+        run(project, fake, *WIDE)
     second = run_dir(project) / "results.jsonl"
 
     assert cli(["report", str(first), "--html", str(tmp_path / "r.html"), "--junit", str(tmp_path / "j.xml"),
                 "--thresholds", str(project.path / "thresholds.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "single-domain        4      0" in out and (tmp_path / "r.html").is_file() and (tmp_path / "j.xml").is_file()
+    assert "single-domain       13       0     0" in out and (tmp_path / "r.html").is_file()
+    assert (tmp_path / "j.xml").is_file() and "personalens: verdict: passed (13 cases: 0 regression(s)" in out
 
     assert cli(["compare", str(first), str(first)]) == 0
     assert "verdict: no significant drop" in capsys.readouterr().out
     assert cli(["compare", str(first), str(second)]) == 1
-    assert "P      n=4     -1.000 [-1.000, -1.000] SIGNIFICANT DROP" in capsys.readouterr().out
-    assert cli(["compare", str(first), str(second), "--margin", "1.5"]) == 0
+    assert "P      n=13    -2.000 [-2.247, -0.765] SIGNIFICANT DROP" in capsys.readouterr().out
+    assert cli(["compare", str(first), str(second), "--margin", "0.8"]) == 0
     capsys.readouterr()
     (tmp_path / "bad.json").write_text("{not json")
     assert cli(["compare", str(tmp_path / "bad.json"), str(first)]) == 2
@@ -188,8 +209,9 @@ def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
 
     assert cli(["agreement", str(first), str(second)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "agreement on 4 shared dialogues (only in A: 0, only in B: 0)"
-    assert [line.split()[:3] for line in lines[2:4]] == [["task_completion", "4", "1.000"], ["personalization", "4", "0.000"]]
+    assert lines[0] == "agreement on 13 shared dialogues (only in A: 0, only in B: 0)"
+    assert [line.split()[:3] for line in lines[2:4]] == [["task_completion", "13", "1.000"],
+                                                         ["personalization", "13", "0.000"]]
 
 
 def test_agreement_with_human_labels(tmp_path, capsys):

@@ -85,7 +85,7 @@ def test_shards_split_deterministically_and_merge_into_the_same_report(project, 
     merged = tmp_path / "merged.jsonl"
     assert cli(["merge", *map(str, shards), "--output", str(merged), "--json", str(tmp_path / "m.json")]) == 0
     out = capsys.readouterr().out
-    assert f"merged 9 cases from 3 files -> {merged}" in out and "single-domain        9      0" in out
+    assert f"merged 9 cases from 3 files -> {merged}" in out and "single-domain        9       0     0" in out
     merged_report = json.loads((tmp_path / "m.json").read_text())
     assert [g["passed"] for g in merged_report["gates"]] == [g["passed"] for g in whole_report["gates"]]
     assert merged_report["aggregates"]["sd"]["metrics"] == whole_report["aggregates"]["sd"]["metrics"]

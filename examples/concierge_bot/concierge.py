@@ -12,11 +12,16 @@ returns ``{"reply": "..."}``. The same logic is served four ways in this folder:
 It is deliberately simple, but it personalizes the way the benchmark rewards: when the
 testkit gives it the user's past-interaction summaries (``context = ["interactions"]``),
 it proposes what the user usually prefers instead of asking for it.
+
+``CONCIERGE_VARIANT`` changes it, for the README's worked example of expectations: ``forgetful``
+never recalls a preference (a regression), ``attentive`` recalls the first thing a summary says
+when no sentence states a habit (it newly passes scenarios the plain bot fails).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from typing import Any
 
@@ -26,10 +31,16 @@ _HABIT = re.compile(r"[^.]*\b(prefer|prefers|usually|typically|often|favou?rite|
 
 def remembered_habit(context: dict[str, Any]) -> str | None:
     """The first sentence of the past-interaction summaries that states a preference or habit."""
-    for summary in (context.get("interactions") or {}).values():
+    variant = os.environ.get("CONCIERGE_VARIANT", "")
+    if variant == "forgetful":
+        return None
+    summaries = [s for s in (context.get("interactions") or {}).values() if s]
+    for summary in summaries:
         match = _HABIT.search(summary)
         if match:
             return match.group(0).strip()
+    if variant == "attentive" and summaries:
+        return summaries[0].split(". ")[0].strip().rstrip(".") + "."
     return None
 
 

@@ -8,6 +8,7 @@ verdicts and comparisons from the rows of runs.
     personalens compare BASE CANDIDATE [--margin X]                 paired comparison; exit 1 on a significant drop
     personalens agreement A B                                       two judges (or a judge and human labels)
     personalens merge RESULTS... --output P [--html P] [...]        join shards' results into one report and gates
+    personalens expectations update RESULTS [--output P]            record each scenario's expected outcome from a run
 
 Running the benchmark itself is ``pytest suites/`` (see README).
 """

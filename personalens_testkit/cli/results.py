@@ -1,4 +1,5 @@
-"""``personalens report|merge|compare|agreement``: reports, verdicts and comparisons from the rows of runs.
+"""``personalens report|merge|compare|agreement|expectations``: reports, verdicts, comparisons and expectations
+from the rows of runs.
 
 Every command reads rows through the one reader (:mod:`personalens_testkit.results.files`) and asks
 :mod:`personalens_testkit.gating` for its verdict, as a run does.
@@ -11,16 +12,27 @@ import os
 import sys
 from pathlib import Path
 
+from ..errors import UsageError
 from ..gating.compare import compare_rows
-from ..gating.thresholds import load_thresholds
+from ..gating.expectations import load_expectations, location, update_expectations
+from ..gating.thresholds import Thresholds, load_thresholds
 from ..gating.verdict import run_verdict
 from ..report.agreement import agreement, format_agreement, load_labels
 from ..report.model import build_report
 from ..report.outputs import write_report_files
-from ..report.summary import format_comparison, format_summary
+from ..report.summary import format_comparison, format_summary, format_verdict
 from ..results.files import load_rows, write_rows
 from ..results.rows import ResultRow
-from ..settings import resolve_settings
+from ..settings import RunSettings, resolve_settings
+
+
+def _settings(args: argparse.Namespace) -> RunSettings:
+    options = {"thresholds": getattr(args, "thresholds", None), "expectations": getattr(args, "expectations", None)}
+    return resolve_settings(options, Path.cwd(), os.environ)
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    return load_thresholds(_settings(args).thresholds_path)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -39,9 +51,12 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) -> int:
-    """Print the summary of these rows, write the report files asked for; 1 if the verdict fails."""
-    thresholds = resolve_settings({"thresholds": args.thresholds}, Path.cwd(), os.environ).thresholds_path
-    report = build_report(rows, load_thresholds(thresholds), run={"source": source})
+    """Print the summary and the verdict of these rows, write the report files asked for; 1 if the verdict fails.
+    The verdict is a run's: each row's own (recorded when it ran), gates over every row, infrastructure errors."""
+    settings = _settings(args)
+    expectations = load_expectations(settings.expectations) if settings.expectations else None
+    report = build_report(rows, load_thresholds(settings.thresholds_path), run={"source": source},
+                          expectations=expectations)
     for line in format_summary(report):
         print(line)
     written = write_report_files(
@@ -50,21 +65,47 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     )
     for kind, path in written.items():
         print(f"{kind} report -> {path}")
-    verdict = run_verdict(report.gates)
+    for line in format_verdict(report.verdict, Path(source) if len(source.split(", ")) == 1 else None):
+        print(line)
+    for line in report.verdict.failures:
+        print(f"FAILED {line}")
+    return 0 if report.verdict.passed else 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    rules = _thresholds(args).aggregate
+    confidence = rules.confidence if args.confidence is None else args.confidence
+    result = compare_rows(load_rows(Path(args.base), what="base"), load_rows(Path(args.candidate), what="candidate"),
+                          margin=args.margin, confidence=confidence, gate_domains=args.per_domain, min_n=rules.min_n,
+                          max_missing=rules.max_infrastructure_errors)
+    for line in format_comparison(result):
+        print(line)
+    if result.shared_scenarios == 0 and not result.coverage_failure:
+        print("personalens: error: the two runs share no scored scenario", file=sys.stderr)
+        return 2
+    verdict = run_verdict([], [], rules, comparison=result)
     for line in verdict.failures:
         print(f"FAILED {line}")
     return 0 if verdict.passed else 1
 
 
-def _compare(args: argparse.Namespace) -> int:
-    result = compare_rows(load_rows(Path(args.base), what="base"), load_rows(Path(args.candidate), what="candidate"),
-                          margin=args.margin, confidence=args.confidence, gate_domains=args.per_domain)
-    for line in format_comparison(result):
-        print(line)
-    if result.shared_scenarios == 0:
-        print("personalens: error: the two runs share no scored scenario", file=sys.stderr)
-        return 2
-    return 0 if run_verdict([], comparison=result).passed else 1
+def _expectations_update(args: argparse.Namespace) -> int:
+    rows = load_rows(Path(args.results))
+    assistants = sorted({row.assistant for row in rows if row.assistant})
+    if args.output:
+        path = Path(args.output)
+    elif len(assistants) == 1:
+        settings = _settings(args)
+        path = location(settings.expectations, settings.cassette_dir, assistants[0])
+    else:
+        raise UsageError(f"--output: {args.results} holds rows of {len(assistants)} assistants "
+                         f"({', '.join(assistants) or 'none named'}): say which expectations file to write")
+    updated, changes = update_expectations(path, rows)
+    for sid, change in sorted(changes.items()):
+        print(f"  {sid}: {change}")
+    known = sum(1 for e in updated.scenarios.values() if e.outcome != "pass")
+    print(f"expectations -> {path}: {len(changes)} changed, {known} scenarios expected to fail or flaky")
+    return 0
 
 
 def _agreement(args: argparse.Namespace) -> int:
@@ -82,6 +123,8 @@ def _report_files(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", metavar="PATH", help="write the report JSON here")
     cmd.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
     cmd.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
+    cmd.add_argument("--expectations", metavar="PATH",
+                     help="judge rows of older versions (which carry no verdict) against this expectations file")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +143,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("base", metavar="BASE")
     compare.add_argument("candidate", metavar="CANDIDATE")
     compare.add_argument("--margin", type=float, default=0.0, help="tolerated drop: fail only if the CI lies below -X")
-    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument("--confidence", type=float, default=None,
+                         help="of the intervals, more than 0.5 and less than 1 (default: thresholds.yaml's, 0.95)")
+    compare.add_argument("--thresholds", metavar="PATH",
+                         help="where confidence, min_n and max_infrastructure_errors come from (default: ./thresholds.yaml)")
     compare.add_argument("--per-domain", action="store_true", help="a significant drop in any one domain also fails")
     compare.set_defaults(func=_compare)
 
@@ -108,3 +154,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     agree.add_argument("a", metavar="A")
     agree.add_argument("b", metavar="B")
     agree.set_defaults(func=_agreement)
+
+    expect = sub.add_parser("expectations", help="each scenario's expected outcome, kept beside the cassettes")
+    expect_sub = expect.add_subparsers(dest="action", required=True)
+    update = expect_sub.add_parser("update", help="set the expectations of the scenarios in RESULTS to what they show")
+    update.add_argument("results", metavar="RESULTS", help="a run's results.jsonl (or report.json)")
+    update.add_argument("--output", "-o", metavar="PATH",
+                        help="the file to write (default: expectations.yaml beside the assistant's cassettes)")
+    update.set_defaults(func=_expectations_update)

@@ -1,24 +1,37 @@
 """Aggregates over result rows - the paper's figures with their uncertainty - and the gates on them.
 
 Groups: ``overall``, ``sd`` (single-domain), ``md`` (multi-domain) and ``domain:<Name>``
-(the single-domain scenarios of one domain: the paper's per-domain figure). Only scored
-rows count (``passed``/``failed``); errors are counted apart and never score. Task
-completion aggregates to a rate (0-1), the rated dimensions to means on their own scales.
+(the single-domain scenarios of one domain: the paper's per-domain figure).
+
+The unit is the scenario: a scenario's tries (``--repeat``) are averaged first, so n is the
+number of scenarios and repeats narrow an interval only as much as they steady each scenario.
+Task completion is a rate in which **the assistant's own errors count as not completed** (a bot
+that crashes on its hard tasks gets no better rate); the other metrics are means of scored cases.
+Errors of the benchmark's own models (and of the setup) are counted apart and never score.
+Every figure is a function of the set of rows, never of their order.
 """
 
 from __future__ import annotations
 
+from statistics import fmean
 from typing import Iterable, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..results.rows import ResultRow
-from ..scales import HEADLINE, METRIC_BY_NAME, METRICS, SHORT
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean
+from ..scales import HEADLINE, METRIC_BY_NAME, METRICS, SHORT, TASK_COMPLETION, Metric
+from .intervals import mean_estimate, rate_estimate
+from .stats import Estimate
 from .thresholds import Gate
 
-__all__ = ["GROUP_TITLES", "GateResult", "GroupSummary", "HEADLINE", "SHORT", "evaluate_gates", "group_rows", "summarise"]
+__all__ = ["GROUP_TITLES", "GateResult", "GroupSummary", "HEADLINE", "SHORT", "evaluate_gates", "group_rows",
+           "is_assistant_error", "scenario_values", "summarise"]
 GROUP_TITLES = {"overall": "all", "sd": "single-domain", "md": "multi-domain"}
+
+
+def is_assistant_error(row: ResultRow) -> bool:
+    """An error of the bot under test (it counts against the bot); any other error is infrastructure."""
+    return row.status == "error" and row.error is not None and row.error.source == "assistant"
 
 
 def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
@@ -34,14 +47,39 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
     return groups
 
 
+def scenario_values(rows: Iterable[ResultRow], metric: str) -> dict[str, float]:
+    """One value per scenario: the mean of its tries' scores (for task completion, a try on which the
+    bot failed counts as not completed), by scenario id."""
+    tries: dict[str, list[float]] = {}
+    for row in rows:
+        if row.scored:
+            value = float(row.score(metric))
+        elif metric == TASK_COMPLETION.name and is_assistant_error(row):
+            value = 0.0
+        else:
+            continue
+        tries.setdefault(row.scenario_id, []).append(value)
+    return {sid: fmean(values) for sid, values in sorted(tries.items())}
+
+
+def estimate(metric: Metric, values: Iterable[float], confidence: float) -> Estimate:
+    data = list(values)
+    if metric.kind == "bool":
+        return rate_estimate(data, confidence=confidence)
+    return mean_estimate(data, low=metric.low, high=metric.high, confidence=confidence)
+
+
 class GroupSummary(BaseModel):
-    """A group's counts and, per metric, its mean with a confidence interval."""
+    """A group's counts and, per metric, its mean (over scenarios) with a confidence interval."""
 
     model_config = ConfigDict(frozen=True)
 
     group: str
     scored: int
     errors: int
+    #: errors of the assistant under test (they count against it), and of the benchmark's models or setup
+    assistant_errors: int = 0
+    infrastructure_errors: int = 0
     metrics: dict[str, Estimate]
 
     @property
@@ -56,19 +94,14 @@ class GroupSummary(BaseModel):
         return self.model_dump()
 
 
-def summarise(
-    rows: Iterable[ResultRow], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-) -> dict[str, GroupSummary]:
+def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95) -> dict[str, GroupSummary]:
     summaries = {}
     for name, members in group_rows(rows).items():
-        scored = [r for r in members if r.scored]
-        errors = sum(1 for r in members if r.status == "error")
-        estimates = {
-            metric.name: bootstrap_mean([r.score(metric.name) for r in scored],
-                                        confidence=confidence, resamples=resamples, seed=seed)
-            for metric in METRICS
-        }
-        summaries[name] = GroupSummary(group=name, scored=len(scored), errors=errors, metrics=estimates)
+        errors = [r for r in members if r.status == "error"]
+        bot = sum(1 for r in errors if is_assistant_error(r))
+        estimates = {m.name: estimate(m, scenario_values(members, m.name).values(), confidence) for m in METRICS}
+        summaries[name] = GroupSummary(group=name, scored=sum(1 for r in members if r.scored), errors=len(errors),
+                                       assistant_errors=bot, infrastructure_errors=len(errors) - bot, metrics=estimates)
     return summaries
 
 
@@ -80,12 +113,15 @@ class GateResult(BaseModel):
     on: str
     threshold: float
     estimate: Estimate
-    #: None: not evaluated (no scored case, or too few for an interval)
+    #: None: not evaluated (too few scenarios for the gate to say anything) - and so not passed
     passed: Optional[bool]
+    #: the fewest scenarios a gate is evaluated on
+    min_n: int = 1
 
     def __init__(self, metric: str, scope: str, on: str, threshold: float, estimate: Estimate,
-                 passed: bool | None, **_: object) -> None:
-        super().__init__(metric=metric, scope=scope, on=on, threshold=threshold, estimate=estimate, passed=passed)
+                 passed: bool | None, min_n: int = 1, **_: object) -> None:
+        super().__init__(metric=metric, scope=scope, on=on, threshold=threshold, estimate=estimate, passed=passed,
+                         min_n=min_n)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -93,23 +129,28 @@ class GateResult(BaseModel):
         """What the gate compares: the mean, or the interval's low end."""
         return self.estimate.bound(self.on)
 
-    def describe(self) -> str:
+    @property
+    def title(self) -> str:
         title = METRIC_BY_NAME[self.metric].title + (" rate" if self.metric == "task_completion" else "")
         what = "mean" if self.on == "mean" else f"lower bound of the {self.estimate.confidence:.0%} CI"
         where = GROUP_TITLES.get(self.scope, self.scope.replace("domain:", "domain "))
-        head = f"gate {title}, {where}, {what}"
+        return f"gate {title}, {where}, {what}"
+
+    def describe(self) -> str:
         if self.passed is None:
-            return f"{head}: not evaluated (n={self.estimate.n}: too few scored cases)"
+            return (f"{self.title}: NOT EVALUATED, not passed (n={self.estimate.n} scenarios; a gate needs "
+                    f"{self.min_n})")
         verdict = "passed" if self.passed else "FAILED"
-        return (f"{head}: {verdict}: {self.value:.3f} vs threshold {self.threshold:g} "
+        return (f"{self.title}: {verdict}: {self.value:.3f} vs threshold {self.threshold:g} "
                 f"(mean {self.estimate.describe(3)}, n={self.estimate.n})")
 
     def as_dict(self) -> dict[str, object]:
         return self.model_dump()
 
 
-def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary]) -> list[GateResult]:
-    """Each gate against its group(s); ``each_domain`` expands to every domain with rows."""
+def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary], *, min_n: int = 1) -> list[GateResult]:
+    """Each gate against its group(s); ``each_domain`` expands to every domain with rows. A gate on fewer
+    than ``min_n`` scenarios (or without an interval) is not evaluated."""
     results = []
     for gate in gates:
         scopes = [g for g in summaries if g.startswith("domain:")] if gate.scope == "each_domain" else [gate.scope]
@@ -117,6 +158,6 @@ def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary])
             summary = summaries.get(name)
             estimate = summary.estimates[gate.metric] if summary else Estimate(0, None, None, None)
             value = estimate.bound(gate.statistic)
-            passed = None if value is None else value >= gate.min
-            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed))
+            passed = None if value is None or estimate.n < min_n else value >= gate.min
+            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed, min_n))
     return results

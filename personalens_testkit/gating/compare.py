@@ -1,20 +1,24 @@
-"""Two runs on the same scenarios: paired differences with bootstrap intervals, and the verdict of a
-baseline gate (a drop is significant when the whole interval of the difference lies below ``-margin``).
+"""Two runs on the same scenarios: their coverage, paired differences with intervals, and the verdict of a
+baseline gate - a drop is significant when the whole interval of the difference lies below ``-margin``,
+and a candidate that leaves too many of the base's scenarios unscored fails on its coverage alone.
 
-Rows pair by scenario id; repeated tries of a scenario are averaged first. Only scenarios
-scored in both runs count.
+Rows pair by scenario id, a scenario's tries averaged first; for task completion a try on which the
+bot failed counts as not completed, so a bot that errors where it used to answer shows a drop instead
+of leaving the comparison. A difference on fewer than ``min_n`` scenarios is not evaluated.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Optional
 
 from pydantic import BaseModel
 
+from ..errors import UsageError
 from ..results.rows import ResultRow
-from .aggregate import HEADLINE
-from .stats import Estimate, paired_difference
+from ..scales import HEADLINE, METRIC_BY_NAME
+from .aggregate import scenario_values
+from .intervals import difference_estimate
+from .stats import Estimate
 
 #: Groups whose significant drop fails a comparison by default (domains are reported only).
 GATED_GROUPS = ("overall", "sd", "md")
@@ -27,6 +31,24 @@ class Difference(BaseModel):
     difference: Estimate
     significant_drop: bool
     gated: bool
+    #: False: too few paired scenarios to say anything (not a pass either)
+    evaluated: bool = True
+
+
+class Coverage(BaseModel):
+    """Which scenarios the two runs share. ``errored_*``: a run has only errors of the scenario."""
+
+    base: int
+    paired: int
+    only_in_base: int
+    only_in_candidate: int
+    errored_in_base: int
+    errored_in_candidate: int
+
+    @property
+    def missing(self) -> int:
+        """Base scenarios the candidate did not score: absent, or only errors."""
+        return self.only_in_base + self.errored_in_candidate
 
 
 class Comparison(BaseModel):
@@ -36,47 +58,83 @@ class Comparison(BaseModel):
     margin: float
     confidence: float
     results: list[Difference]
+    coverage: Optional[Coverage] = None
+    #: the largest share of the base's scenarios the candidate may leave unscored
+    max_missing: float = 0.05
+    #: why the coverage fails the comparison (None: it does not)
+    coverage_failure: Optional[str] = None
     failed: bool
 
 
-class _Means(BaseModel):
-    task_kind: str
-    domains: list[str]
-    scores: dict[str, float]
-
-
-def _means_by_scenario(rows: Iterable[ResultRow]) -> dict[str, _Means]:
-    tries: dict[str, list[ResultRow]] = defaultdict(list)
+def _outcomes(rows: Iterable[ResultRow]) -> tuple[dict[str, str], dict[str, dict]]:
+    """Each scenario's state in a run (``scored`` if any try scored, else ``errored``), and its rows by task kind."""
+    state: dict[str, str] = {}
+    info: dict[str, dict] = {}
     for row in rows:
-        if row.scored:
-            tries[row.scenario_id].append(row)
-    return {sid: _Means(task_kind=group[0].task_kind, domains=group[0].domains,
-                        scores={m: sum(float(r.score(m)) for r in group) / len(group) for m in HEADLINE})
-            for sid, group in tries.items()}
+        scored = row.scored  # an error of the bot counts in task completion, but leaves the scenario unscored
+        if scored or row.scenario_id not in state:
+            state[row.scenario_id] = "scored" if scored or state.get(row.scenario_id) == "scored" else "errored"
+        info.setdefault(row.scenario_id, {"kind": row.task_kind, "domains": row.domains})
+    return state, info
+
+
+def coverage_of(base: dict[str, str], candidate: dict[str, str]) -> Coverage:
+    scored_base = {s for s, v in base.items() if v == "scored"}
+    scored_candidate = {s for s, v in candidate.items() if v == "scored"}
+    return Coverage(
+        base=len(scored_base), paired=len(scored_base & scored_candidate),
+        only_in_base=len(scored_base - set(candidate)), only_in_candidate=len(scored_candidate - set(base)),
+        errored_in_base=sum(1 for s, v in base.items() if v == "errored"),
+        errored_in_candidate=sum(1 for s in scored_base if candidate.get(s) == "errored"),
+    )
 
 
 def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, margin: float = 0.0,
-                 confidence: float = 0.95, gate_domains: bool = False) -> Comparison:
-    a, b = _means_by_scenario(base), _means_by_scenario(candidate)
-    shared = sorted(set(a) & set(b))
+                 confidence: float = 0.95, gate_domains: bool = False, min_n: int = 1,
+                 max_missing: float = 0.05) -> Comparison:
+    if not 0.5 < confidence < 1.0:
+        raise UsageError(f"--confidence: must be more than 0.5 and less than 1 (got {confidence:g})")
+    if margin < 0:
+        raise UsageError(f"--margin: must be 0 or more (got {margin:g})")
+    base_rows, candidate_rows = list(base), list(candidate)
+    base_state, info = _outcomes(base_rows)
+    candidate_state, _ = _outcomes(candidate_rows)
+    coverage = coverage_of(base_state, candidate_state)
+    results = []
+    for metric in HEADLINE:
+        a, b = scenario_values(base_rows, metric), scenario_values(candidate_rows, metric)
+        shared = sorted(set(a) & set(b))
+        for group, ids in _groups(shared, info).items():
+            results.append(_difference(group, metric, ids, a, b, margin=margin, confidence=confidence, min_n=min_n,
+                                       gated=group in GATED_GROUPS or (gate_domains and group.startswith("domain:"))))
+    failure = None
+    if coverage.base and coverage.missing / coverage.base > max_missing:
+        failure = (f"the candidate leaves {coverage.missing} of the base's {coverage.base} scored scenarios unscored "
+                   f"({coverage.only_in_base} missing, {coverage.errored_in_candidate} errored): more than "
+                   f"{max_missing:.0%}")
+    return Comparison(
+        shared_scenarios=coverage.paired, only_in_base=coverage.only_in_base, only_in_candidate=coverage.only_in_candidate,
+        margin=margin, confidence=confidence, results=results, coverage=coverage, max_missing=max_missing,
+        coverage_failure=failure, failed=failure is not None or any(r.significant_drop and r.gated for r in results),
+    )
+
+
+def _groups(shared: list[str], info: dict[str, dict]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {"overall": shared, "sd": [], "md": []}
     for sid in shared:
-        groups.setdefault(a[sid].task_kind or "sd", []).append(sid)
-        if a[sid].task_kind == "sd" and a[sid].domains:
-            groups.setdefault(f"domain:{a[sid].domains[0]}", []).append(sid)
-    results = []
-    for group, ids in groups.items():
-        if not ids:
-            continue
-        for metric in HEADLINE:
-            diff = paired_difference([a[s].scores[metric] for s in ids], [b[s].scores[metric] for s in ids],
-                                     confidence=confidence)
-            drop = diff.high is not None and diff.high < -margin
-            gated = group in GATED_GROUPS or (gate_domains and group.startswith("domain:"))
-            results.append(Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=drop,
-                                      gated=gated))
-    return Comparison(
-        shared_scenarios=len(shared), only_in_base=len(set(a) - set(b)), only_in_candidate=len(set(b) - set(a)),
-        margin=margin, confidence=confidence, results=results,
-        failed=any(r.significant_drop and r.gated for r in results),
-    )
+        kind = info[sid]["kind"] or "sd"
+        groups.setdefault(kind, []).append(sid)
+        if kind == "sd" and info[sid]["domains"]:
+            groups.setdefault(f"domain:{info[sid]['domains'][0]}", []).append(sid)
+    return {name: ids for name, ids in groups.items() if ids}
+
+
+def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b: dict[str, float], *, margin: float,
+                confidence: float, min_n: int, gated: bool) -> Difference:
+    scale = METRIC_BY_NAME[metric]
+    span = 1.0 if scale.kind == "bool" else float(scale.high - scale.low)
+    diff = difference_estimate([a[s] for s in ids], [b[s] for s in ids], span=span, confidence=confidence)
+    evaluated = len(ids) >= min_n and diff.high is not None
+    drop = evaluated and diff.high < -margin
+    return Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=drop, gated=gated,
+                      evaluated=evaluated)

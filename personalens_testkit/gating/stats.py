@@ -1,9 +1,6 @@
-"""Statistics for gates and reports: means with bootstrap confidence intervals, paired
-differences, and agreement between two raters (Cohen's kappa, quadratic-weighted kappa,
-Krippendorff's alpha for ordinal data).
-
-Every random draw is seeded, so a report is reproducible: the same rows give the same
-intervals.
+"""Statistics for gates and reports: the Estimate a gate reads (a mean with its confidence interval,
+made by gating/intervals.py), pass^k, and agreement between two raters (Cohen's kappa,
+quadratic-weighted kappa, Krippendorff's alpha for ordinal data). Nothing here is random.
 """
 
 from __future__ import annotations
@@ -14,12 +11,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-DEFAULT_SEED = 20250611
-DEFAULT_RESAMPLES = 2000
-
-
 class Estimate(BaseModel):
-    """A mean with its bootstrap confidence interval (``low``/``high`` are None below two values)."""
+    """A mean with its confidence interval (``low``/``high`` are None below two values)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,43 +41,10 @@ class Estimate(BaseModel):
         return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
-def _values(values: Sequence[float | int | bool]) -> np.ndarray:
-    return np.asarray([float(v) for v in values], dtype=float)
-
-
-def bootstrap_mean(
-    values: Sequence[float | int | bool], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-) -> Estimate:
-    """The mean and its percentile-bootstrap interval."""
-    data = _values(values)
-    n = len(data)
-    if n == 0:
-        return Estimate(0, None, None, None, confidence)
-    mean = float(data.mean())
-    if n < 2 or float(data.min()) == float(data.max()):
-        low = high = mean if n >= 2 else None
-        return Estimate(n, mean, low, high, confidence)
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return Estimate(n, mean, float(min(low, mean)), float(max(high, mean)), confidence)
-
-
-def paired_difference(
-    base: Sequence[float | int | bool], candidate: Sequence[float | int | bool], *, confidence: float = 0.95,
-    resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-) -> Estimate:
-    """Mean of (candidate - base) over paired scenarios, with a paired bootstrap interval."""
-    if len(base) != len(candidate):
-        raise ValueError("paired samples must have the same length")
-    return bootstrap_mean(list(_values(candidate) - _values(base)), confidence=confidence, resamples=resamples, seed=seed)
-
-
 def pass_hat_k(successes: Sequence[Sequence[bool]], k: int) -> float | None:
     """pass^k: the chance that k tries of a scenario all succeed, averaged over scenarios
-    (per scenario C(c, k) / C(n, k) with c successes in n >= k tries)."""
+    (per scenario C(c, k) / C(n, k) with c successes in n >= k tries; a caller counts an errored
+    try as a failed one, as tau-bench does, so pass^k never exceeds pass^1 on the same scenarios)."""
     rates = []
     for tries in successes:
         n, c = len(tries), sum(bool(t) for t in tries)

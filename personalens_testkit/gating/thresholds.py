@@ -9,8 +9,10 @@
       naturalness_user: null    # the user side rates the simulator, not your assistant
       coherence_user: null
     aggregate:                  # gates on the whole run, evaluated once at the end over every worker's rows
-      confidence: 0.95          # of the bootstrap intervals
-      resamples: 2000
+      confidence: 0.95          # of the intervals (Wilson for rates, Student-t for means, over scenarios)
+      min_n: 10                 # a gate on fewer scenarios is not evaluated, and not passed
+      fail_when_not_evaluated: false
+      max_infrastructure_errors: 0.05   # share of cases the user agent, judge or setup may fail
       gates:
         - metric: personalization   # task_completion (a rate, 0-1) or any rated dimension
           scope: overall            # overall | sd | md | each_domain | domain:<Name>
@@ -90,7 +92,14 @@ class AggregateGates(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
-    resamples: int = Field(default=2000, ge=100, le=100_000)
+    #: no longer used (intervals are not bootstrapped since 0.2): accepted so older files still load
+    resamples: Optional[int] = Field(default=None, ge=100, le=100_000)
+    #: a gate on fewer scenarios is not evaluated - and not passed
+    min_n: int = Field(default=10, ge=1)
+    #: whether a gate that could not be evaluated (too few scenarios) fails the run
+    fail_when_not_evaluated: bool = False
+    #: the largest share of cases the benchmark's own models (or the setup) may fail before the run fails
+    max_infrastructure_errors: float = Field(default=0.05, ge=0.0, le=1.0)
     gates: list[Gate] = Field(default_factory=list)
 
 

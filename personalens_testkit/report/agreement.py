@@ -13,23 +13,44 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.models import case_id
+from ..errors import UsageError
 from ..gating.stats import cohen_kappa, krippendorff_alpha_ordinal, weighted_kappa
 from ..results.files import load_records
-from ..scales import METRICS
+from ..scales import METRICS, Metric
 
 
 def load_labels(path: Path, *, what: str) -> dict[str, dict[str, Any]]:
-    """Labels by case id, from result rows (their scores; errors left out) or human label records."""
-    return labels_by_scenario(load_records(path, what=what))
+    """Labels by case id, from result rows (their scores; errors left out) or human label records; a label
+    off its dimension's scale is one line naming the file, the record and the field."""
+    try:
+        return labels_by_scenario(load_records(path, what=what))
+    except ValueError as exc:
+        raise UsageError(f"{what} {path}: {exc}") from None
+
+
+def _label(metric: Metric, value: Any, where: str) -> Any:
+    if metric.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: {metric.name} must be true or false (got {value!r})")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not metric.low <= value <= metric.high:
+        raise ValueError(f"{where}: {metric.name} must be a whole number from {metric.low} to {metric.high} "
+                         f"(got {value!r})")
+    return value
 
 
 def labels_by_scenario(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     found = {}
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         scores = row.get("scores") if isinstance(row.get("scores"), dict) else row
         if row.get("status", "passed") == "error" or not scores:
             continue
-        found[case_id(row["scenario_id"], row.get("repeat"))] = {m.name: scores[m.name] for m in METRICS if scores.get(m.name) is not None}
+        where = f"record {number} ({row.get('scenario_id')!r})"
+        repeat = row.get("repeat")
+        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
+            raise ValueError(f"{where}: repeat must be a whole number from 1 (got {repeat!r})")
+        found[case_id(str(row["scenario_id"]), repeat)] = {
+            m.name: _label(m, scores[m.name], where) for m in METRICS if scores.get(m.name) is not None}
     return found
 
 

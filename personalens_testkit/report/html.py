@@ -29,6 +29,9 @@ th:first-child,td:first-child{text-align:left}.muted{color:#6b7683}.fail{color:#
 .msg{margin:4px 0;padding:4px 8px;border-radius:4px;white-space:pre-wrap}.user{background:#f1f5fb}.assistant{background:#f3f8f1}
 .badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;margin-left:6px}
 .b-passed{background:#dcfae6}.b-failed{background:#fee4e2}.b-error{background:#fef0c7}
+.v-regression{background:#fee4e2}.v-expected-failure{background:#eef1f4}.v-unexpected-pass{background:#d1e9ff}
+.v-not-scored{background:#fef0c7}.v-pass{background:#dcfae6}
+.verdict{padding:8px 12px;border-radius:6px;margin:10px 0}.verdict.ok{background:#dcfae6}.verdict.bad{background:#fee4e2}
 .filters select{margin-right:12px}
 """
 
@@ -40,7 +43,7 @@ function presetFilters(){
 function applyFilters(){
   var d=document.getElementById('f-domain').value, v=document.getElementById('f-verdict').value, shown=0;
   document.querySelectorAll('.dialogue').forEach(function(el){
-    var ok=(d==='all'||el.dataset.domains.split(' ').indexOf(d)>=0)&&(v==='all'||el.dataset.status===v);
+    var ok=(d==='all'||el.dataset.domains.split(' ').indexOf(d)>=0)&&(v==='all'||el.dataset.status===v||el.dataset.verdict===v);
     el.style.display=ok?'':'none'; if(ok){shown++;}
   });
   document.getElementById('f-count').textContent=shown+' shown';
@@ -60,8 +63,23 @@ def _table(report: RunReport) -> str:
         if name not in GROUP_TITLES or not (group.scored or group.errors):
             continue
         cells = "".join(f"<td>{_estimate(group.metrics[m])}</td>" for m in HEADLINE)
-        body.append(f"<tr><td>{GROUP_TITLES[name]}</td><td>{group.scored}</td><td>{group.errors}</td>{cells}</tr>")
-    return f"<table class='table3'><tr><th></th><th>n</th><th>errors</th>{head}</tr>{''.join(body)}</table>"
+        body.append(f"<tr><td>{GROUP_TITLES[name]}</td><td>{group.scored}</td><td>{group.assistant_errors}</td>"
+                    f"<td>{group.infrastructure_errors}</td>{cells}</tr>")
+    return (f"<table class='table3'><tr><th></th><th>n</th><th>bot errors</th><th>infra errors</th>{head}</tr>"
+            f"{''.join(body)}</table><p class='muted'>Task completion counts your bot's errors as not completed; errors "
+            "of the user agent, the judge or the setup (infra) are counted apart and never scored.</p>")
+
+
+def _verdict(report: RunReport) -> str:
+    """The run's verdict, as the exit code and JUnit give it: its failures, then every run-level check."""
+    v = report.verdict
+    head = (f"<div class='verdict {'ok' if v.passed else 'bad'}'><b>Verdict: {'passed' if v.passed else 'FAILED'}</b> - "
+            f"{v.cases} cases: {len(v.regressions)} regressions, {len(v.expected_failures)} expected failures, "
+            f"{len(v.unexpected_passes)} unexpected passes, {v.not_scored} not scored")
+    failures = "".join(f"<li class='fail'>{escape(f)}</li>" for f in v.failures)
+    checks = "".join(f"<li class='{ {'failed': 'fail', 'passed': 'pass'}.get(c.outcome, 'muted') }'>"
+                     f"{escape(c.name)}: {escape(c.outcome)} - {escape(c.message)}</li>" for c in v.checks)
+    return head + (f"<ul>{failures}</ul>" if failures else "") + "</div>" + (f"<ul class='checks'>{checks}</ul>" if checks else "")
 
 
 def _estimate(e: Estimate) -> str:
@@ -143,7 +161,7 @@ def _turn_curve(curve: Sequence[TurnPoint]) -> str:
             + f"<text x='{left}' y='194' font-size='10'>turn 1</text><text x='{width - 50}' y='194' font-size='10'>turn {last}</text></svg>")
 
 
-def _dialogue(row: ResultRow) -> str:
+def _dialogue(row: ResultRow, verdict: str) -> str:
     score_text = ", ".join(f"{SHORT.get(m.name, m.name)} {str(row.score(m.name)).lower()}" for m in METRICS
                            if row.scores is not None)
     reasons = "".join(f"<li><b>{escape(METRIC_BY_NAME[k].title)}</b>: {escape(str(v))}</li>"
@@ -161,8 +179,11 @@ def _dialogue(row: ResultRow) -> str:
     shortfalls = "; ".join(f"{s.metric} {s.value} &lt; {s.floor}" for s in row.shortfalls)
     status = escape(row.status)
     case = escape(row.case_id)
-    return (f"<details class='dialogue' data-domains='{escape(' '.join(row.domains))}' data-status='{status}'>"
-            f"<summary><b>{case}</b><span class='badge b-{status}'>{status}</span> "
+    tag = verdict.replace(" ", "-")
+    expected = f" (expected: {escape(row.expected)})" if row.expected and verdict != "pass" else ""
+    return (f"<details class='dialogue' data-domains='{escape(' '.join(row.domains))}' data-status='{status}' "
+            f"data-verdict='{tag}'><summary><b>{case}</b><span class='badge b-{status}'>{status}</span>"
+            f"<span class='badge v-{tag}'>{escape(verdict)}{expected}</span> "
             f"<span class='muted'>{escape(score_text)}; {row.turns} turns, {escape(str(row.termination))}"
             f"</span></summary>{extra}"
             + (f"<p>below floors: {shortfalls}</p>" if shortfalls else "")
@@ -193,7 +214,8 @@ def render_html(report: RunReport) -> str:
 <p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
 {escape(str(run.get('judge_model', '')))}; {counts.get('cases', 0)} cases: {counts.get('passed', 0)} passed,
 {counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report.created_at)}</p>
-<h2>Summary (mean [{report.confidence:.0%} bootstrap CI])</h2>{_table(report)}
+{_verdict(report)}
+<h2>Summary (mean over scenarios [{report.confidence:.0%} CI])</h2>{_table(report)}
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
 <h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
@@ -203,8 +225,10 @@ def render_html(report: RunReport) -> str:
 <h2>Dialogues</h2>
 <div class="filters">domain <select id="f-domain" onchange="applyFilters()"><option value="all">all</option>{options}</select>
 verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all</option><option value="passed">passed</option>
-<option value="failed">failed</option><option value="error">error</option></select><span id="f-count" class="muted"></span></div>
-{''.join(_dialogue(r) for r in rows)}
+<option value="failed">failed</option><option value="error">error</option><option value="regression">regression</option>
+<option value="expected-failure">expected failure</option><option value="unexpected-pass">unexpected pass</option>
+<option value="not-scored">not scored</option></select><span id="f-count" class="muted"></span></div>
+{''.join(_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in rows)}
 <script type="application/json" id="report-data">{_json_for_script(report)}</script>
 <script>{SCRIPT}</script>
 </body></html>

@@ -8,9 +8,10 @@ run and ``personalens report RESULTS`` are the same.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime, timezone
-from statistics import mean
+from statistics import mean, pvariance
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
@@ -18,10 +19,13 @@ from pydantic import BaseModel
 from ..callsite import ROLES
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
 from ..gating.compare import Comparison
+from ..gating.expectations import Expectations
+from ..gating.intervals import detectable_drop
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
+from ..gating.verdict import RunVerdict, run_verdict
 from ..results.rows import ResultRow
-from ..scales import METRICS
+from ..scales import HEADLINE, METRICS
 
 REPORT_VERSION = 1
 COUNTED = ("calls", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -41,12 +45,24 @@ class Spread(BaseModel):
     scenarios: int
 
 
+class Noise(BaseModel):
+    """How much a metric moves between repeats of the same run: the noise a gate or a comparison sits on."""
+
+    #: the run's mean of the metric in each try (1..k), over the scenarios scored in that try
+    repeat_means: list[float]
+    #: the widest gap between two of those means
+    spread: float
+    #: the smallest true drop a comparison with a baseline run of the same size and k finds (80 % power)
+    detectable_drop: Optional[float]
+
+
 class Repeats(BaseModel):
     k: int
     pass_hat_k: Optional[float]
     pass_hat_1: Optional[float]
     scenarios: int
     spread: dict[str, Spread]
+    noise: dict[str, Noise] = {}
 
 
 class Leaks(BaseModel):
@@ -80,6 +96,7 @@ class RunReport(BaseModel):
     injection_removed: list[str] = []
     turn_curve: list[TurnPoint] = []
     comparison: Optional[Comparison] = None
+    verdict: RunVerdict
     rows: list[ResultRow]
 
 
@@ -104,16 +121,19 @@ def ledger(rows: Iterable[ResultRow]) -> Ledger:
     return Ledger(total=total, per_scenario=per_scenario)
 
 
-def repeats(rows: Sequence[ResultRow]) -> Repeats | None:
-    """With ``--repeat K``: pass^k of task completion and each score's spread across a scenario's tries."""
+def repeats(rows: Sequence[ResultRow], confidence: float = 0.95) -> Repeats | None:
+    """With ``--repeat K``: pass^k and pass^1 of task completion on the same scenarios (an errored try is a
+    failed one, as tau-bench counts it), each score's spread across a scenario's tries, and the noise floor."""
     k = max((row.repeat or 1 for row in rows), default=1)
     if k < 2:
         return None
     tries: dict[str, list[ResultRow]] = defaultdict(list)
-    for row in rows:
+    completions_by: dict[str, list[bool]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (r.scenario_id, r.repeat)):
+        completions_by[row.scenario_id].append(bool(row.scored and row.score("task_completion")))
         if row.scored:
             tries[row.scenario_id].append(row)
-    completions = [[r.score("task_completion") for r in group] for group in tries.values()]
+    completions = list(completions_by.values())
     spread = {}
     for metric in METRICS:
         ranges = [max(float(r.score(metric.name)) for r in g) - min(float(r.score(metric.name)) for r in g)
@@ -121,7 +141,30 @@ def repeats(rows: Sequence[ResultRow]) -> Repeats | None:
         spread[metric.name] = Spread(mean_range=mean(ranges) if ranges else None,
                                      scenarios_that_vary=sum(1 for x in ranges if x > 0), scenarios=len(ranges))
     return Repeats(k=k, pass_hat_k=pass_hat_k(completions, k), pass_hat_1=pass_hat_k(completions, 1),
-                   scenarios=len(tries), spread=spread)
+                   scenarios=len(completions), spread=spread, noise=noise(rows, k, confidence))
+
+
+def noise(rows: Sequence[ResultRow], k: int, confidence: float) -> dict[str, Noise]:
+    """Per headline metric: the mean of each try, their spread, and the drop a same-sized comparison can detect
+    (the tries' own variance within a scenario, sigma_w: a difference of two such runs' scenario means has
+    variance 2 sigma_w^2 / k)."""
+    found = {}
+    for metric in HEADLINE:
+        by_try: dict[int, list[float]] = defaultdict(list)
+        by_scenario: dict[str, list[float]] = defaultdict(list)
+        for row in rows:
+            if row.scored:
+                value = float(row.score(metric))
+                by_try[row.repeat].append(value)
+                by_scenario[row.scenario_id].append(value)
+        means = [mean(v) for _, v in sorted(by_try.items()) if v]
+        within = [pvariance(v) * len(v) / (len(v) - 1) for v in by_scenario.values() if len(v) > 1]
+        if len(means) < 2 or not within:
+            continue
+        sd = math.sqrt(2 * mean(within) / k)
+        found[metric] = Noise(repeat_means=means, spread=max(means) - min(means),
+                              detectable_drop=detectable_drop(sd, len(by_scenario), confidence=confidence))
+    return found
 
 
 def leaks(rows: Iterable[ResultRow]) -> Leaks | None:
@@ -145,10 +188,11 @@ def turn_curve(rows: Iterable[ResultRow]) -> list[TurnPoint]:
 def build_report(
     rows: Sequence[ResultRow], thresholds: Thresholds, *, run: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
+    expectations: Expectations | None = None, problems: Sequence[str] = (),
 ) -> RunReport:
     agg = thresholds.aggregate
-    summaries = summarise(rows, confidence=agg.confidence, resamples=agg.resamples)
-    gates = evaluate_gates(agg.gates, summaries)
+    summaries = summarise(rows, confidence=agg.confidence)
+    gates = evaluate_gates(agg.gates, summaries, min_n=agg.min_n)
     statuses: dict[str, int] = defaultdict(int)
     sources: dict[str, int] = defaultdict(int)
     for row in rows:
@@ -159,9 +203,12 @@ def build_report(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
         settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),
         confidence=agg.confidence, aggregates=summaries, gates=gates, gates_enforced=gates_enforced,
-        gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows), repeats=repeats(rows),
+        gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows),
+        repeats=repeats(rows, agg.confidence),
         preference_leaks=leaks(rows),
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
         turn_curve=turn_curve(rows), comparison=comparison, rows=list(rows),
+        verdict=run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
+                            expectations=expectations, problems=problems),
     )

@@ -3,9 +3,12 @@ by source, the call ledger, repeats, injection flags and preference leaks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT, GroupSummary
 from ..gating.compare import Comparison
 from ..gating.stats import Estimate
+from ..gating.verdict import RunVerdict
 from .model import RunReport
 
 #: how the summary names each source of errors
@@ -26,14 +29,15 @@ def _cell(estimate: Estimate) -> str:
 
 def _table_row(title: str, group: GroupSummary) -> str:
     cells = "  ".join(f"{_cell(group.metrics[m]):>17}" for m in HEADLINE)
-    return f"{title:16} {group.scored:>5} {group.errors:>6}  {cells}"
+    return f"{title:16} {group.scored:>5} {group.assistant_errors:>7} {group.infrastructure_errors:>5}  {cells}"
 
 
 def format_summary(report: RunReport) -> list[str]:
     """The terminal summary, line by line."""
-    header = f"{'':16} {'n':>5} {'errors':>6}  " + "  ".join(f"{SHORT[m]:>17}" for m in HEADLINE)
-    lines = [f"PersonaLens summary (assistant side; mean [{report.confidence:.0%} bootstrap CI]; errors counted apart, "
-             "never scored)", header]
+    header = f"{'':16} {'n':>5} {'bot err':>7} {'infra':>5}  " + "  ".join(f"{SHORT[m]:>17}" for m in HEADLINE)
+    lines = [f"PersonaLens summary (assistant side; mean over scenarios [{report.confidence:.0%} CI]; n: scored cases)",
+             "TCR counts your bot's errors as failures; the user agent's, judge's and setup's errors (infra) are "
+             "counted apart, never scored", header]
     aggregates = report.aggregates
     lines += [_table_row(GROUP_TITLES[name], aggregates[name]) for name in ("sd", "md", "overall")
               if aggregates[name].scored or aggregates[name].errors]
@@ -44,6 +48,7 @@ def format_summary(report: RunReport) -> list[str]:
     if report.gates:
         note = "" if report.gates_enforced else " (reported, not enforced: nothing under test ran live)"
         lines += ["", f"aggregate gates{note}:"] + ["  " + gate.describe() for gate in report.gates]
+        lines += _noise(report)
     return lines + _errors(report) + _ledger(report) + _repeats(report) + _flags_and_leaks(report)
 
 
@@ -52,8 +57,17 @@ def _errors(report: RunReport) -> list[str]:
     if not errors:
         return []
     parts = [f"{n} {ERROR_SOURCES.get(src, 'from ' + src)}" for src, n in sorted(errors.items())]
-    return ["", f"errors (never scored): {sum(errors.values())}: " + ", ".join(parts)
-            + " - 'assistant' is your bot; the user agent and the judge are the benchmark's models"]
+    return ["", f"errors: {sum(errors.values())}: " + ", ".join(parts)
+            + " - 'assistant' is your bot (its errors count as not completed); the user agent and the judge are the "
+              "benchmark's models (their errors are not scored)"] + _not_scored(report)
+
+
+def _not_scored(report: RunReport, limit: int = 5) -> list[str]:
+    """The first cases the benchmark's own models (or the setup) could not score, each with its cause."""
+    rows = [r for r in report.rows if r.status == "error" and r.error is not None and r.error.source != "assistant"]
+    lines = [f"  not scored: {r.case_id}: {r.error.phase} failed ({r.error.kind}): "
+             f"{(r.error.message.splitlines() or [''])[0]}" for r in rows[:limit] if r.error is not None]
+    return lines + ([f"  ... and {len(rows) - limit} more (see the rows' error field)"] if len(rows) > limit else [])
 
 
 def _ledger(report: RunReport) -> list[str]:
@@ -79,6 +93,19 @@ def _repeats(report: RunReport) -> list[str]:
     return [head, f"  scenarios whose score varied across repeats: {varying}"]
 
 
+def _noise(report: RunReport) -> list[str]:
+    """Beside the gates: how far the run's means move between repeats, and the smallest drop it could detect."""
+    rep = report.repeats
+    if rep is None or not rep.noise:
+        return []
+    lines = [f"  noise floor (--repeat {rep.k}, {rep.scenarios} scenarios):"]
+    for metric, noise in rep.noise.items():
+        means = ", ".join(f"{m:.3f}" for m in noise.repeat_means)
+        drop = f"; smallest detectable drop {noise.detectable_drop:.3f}" if noise.detectable_drop is not None else ""
+        lines.append(f"    {SHORT.get(metric, metric)}: per-repeat means {means} (spread {noise.spread:.3f}){drop}")
+    return lines
+
+
 def _flags_and_leaks(report: RunReport) -> list[str]:
     lines = []
     flagged = report.injection_flagged
@@ -93,17 +120,39 @@ def _flags_and_leaks(report: RunReport) -> list[str]:
     return lines
 
 
+def format_verdict(verdict: RunVerdict, results: Path | None = None) -> list[str]:
+    """The run's verdict beyond its cases' own lines: known failures, unexpected passes (with the command that
+    updates the expectations), cases not scored - the failures themselves are printed as FAILED lines."""
+    lines = [f"personalens: verdict: {'passed' if verdict.passed else 'FAILED'} ({verdict.cases} cases: "
+             f"{len(verdict.regressions)} regression(s), {len(verdict.expected_failures)} expected failure(s), "
+             f"{len(verdict.unexpected_passes)} unexpected pass(es), {verdict.not_scored} not scored)"]
+    if verdict.unexpected_passes:
+        command = f"personalens expectations update {results or 'RESULTS'}"
+        lines.append(f"personalens: now passing, expected to fail: {', '.join(verdict.unexpected_passes[:8])}"
+                     + (" ..." if len(verdict.unexpected_passes) > 8 else "") + f" - update the expectations: {command}")
+    return lines
+
+
 def format_comparison(comparison: Comparison) -> list[str]:
-    lines = [f"paired comparison on {comparison.shared_scenarios} shared scenarios "
-             f"(candidate - base; {comparison.confidence:.0%} paired bootstrap CI; margin {comparison.margin:g}); "
-             f"only in base {comparison.only_in_base}, only in candidate {comparison.only_in_candidate}"]
+    c = comparison.coverage
+    lines = [f"paired comparison on {comparison.shared_scenarios} shared scenarios (candidate - base; "
+             f"{comparison.confidence:.0%} CI, Student-t over scenarios; margin {comparison.margin:g})"]
+    if c is not None:
+        lines.append(f"coverage: {c.paired} of the base's {c.base} scored scenarios paired; only in base {c.only_in_base}, "
+                     f"only in candidate {c.only_in_candidate}, errored in the candidate {c.errored_in_candidate}, "
+                     f"errored in the base {c.errored_in_base} (task completion counts a bot's errors as not completed)")
     for r in comparison.results:
         d = r.difference
         if d.mean is None:
             continue
         name = GROUP_TITLES.get(r.group, r.group.replace("domain:", "domain "))
         flag = " SIGNIFICANT DROP" + ("" if r.gated else " (reported)") if r.significant_drop else ""
+        flag = flag if r.evaluated else " (not evaluated: too few scenarios)"
         interval = f" [{d.low:+.3f}, {d.high:+.3f}]" if d.low is not None and d.high is not None else ""
         lines.append(f"  {name:24} {SHORT[r.metric]:6} n={r.n:<5} {d.mean:+.3f}{interval}{flag}")
-    lines.append("verdict: " + ("a significant drop beyond the margin" if comparison.failed else "no significant drop"))
+    if comparison.coverage_failure:
+        lines.append(f"coverage: FAILED: {comparison.coverage_failure}")
+    drop = any(r.significant_drop and r.gated for r in comparison.results)
+    lines.append("verdict: " + ("a significant drop beyond the margin" if drop else "no significant drop")
+                 + ("; the coverage fails" if comparison.coverage_failure else ""))
     return lines

@@ -97,6 +97,10 @@ class ResultRow(_Part):
     observations: list[str] = []
     suggestions: list[str] = []
     shortfalls: list[ShortfallRow] = []
+    #: the case's expected outcome (``pass``, ``fail <floors>``, ``flaky``) and its verdict against it:
+    #: pass, expected failure, regression, unexpected pass, or not scored (infrastructure)
+    expected: Optional[str] = None
+    verdict: Optional[str] = None
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
@@ -129,8 +133,10 @@ class ResultRow(_Part):
 
 def build_row(
     run: RunInfo, evaluation: Evaluation, *, status: Status, found: Sequence[_Shortfall], transcript_path: str | None,
-    cassette: str | None = None,
+    cassette: str | None = None, expected: str | None = None, verdict: str | None = None,
 ) -> ResultRow:
+    """``verdict``: the case's verdict against its expectation (the judge's verdict is the evaluation's)."""
+    case_verdict = verdict
     scenario, dialogue, verdict = evaluation.scenario, evaluation.dialogue, evaluation.verdict
     error = evaluation.error
     return ResultRow(
@@ -141,7 +147,7 @@ def build_row(
         reasons=verdict.reasons if verdict else {},
         observations=verdict.observations if verdict else [],
         suggestions=verdict.suggestions if verdict else [],
-        shortfalls=[s.as_dict() for s in found], repeat=evaluation.repeat,
+        shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
         preference_leak=evaluation.preference_leak,
         error=None if error is None else RowError(

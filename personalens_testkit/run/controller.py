@@ -13,15 +13,16 @@ from .state import Run
 from .stop import Breaker
 
 
-def case_row(run: Run, evaluation: Evaluation, status: Status,
-             found: Sequence[Any] = ()) -> tuple[str, dict[str, Any] | None, bool]:
+def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[Any] = (), *,
+             expected: str | None = None, verdict: str | None = None) -> tuple[str, dict[str, Any] | None, bool]:
     """A case's row as one line of JSON with secrets replaced (an xdist worker sends it as one string), its
     error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built.
     ``found``: the floors the case's own check found it missed."""
     try:
         row = build_row(run.run_info(), evaluation, status=status, found=found,
                         transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
-                        cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat))
+                        cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat),
+                        expected=expected, verdict=verdict)
         stand_in = False
     except Exception as exc:  # the case still gets a row: an error naming what went wrong
         row, stand_in = error_row(run.run_info(), evaluation, exc), True

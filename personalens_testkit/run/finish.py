@@ -10,7 +10,8 @@ from typing import Any
 from ..errors import StorageError
 from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
-from ..gating.verdict import RunVerdict, run_verdict
+from ..gating.expectations import Expectations
+from ..gating.verdict import RunVerdict
 from ..report.model import RunReport, build_report
 from ..report.outputs import write_report_files
 from ..results.files import load_rows, read_rows
@@ -31,27 +32,30 @@ class RunOutcome:
 
 
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
-               run: dict[str, Any], snapshot: dict[str, Any]) -> RunOutcome:
+               run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None) -> RunOutcome:
     rows = read_rows(results)
-    failures: list[str] = []
+    comparison = None
+    if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
+        rules = thresholds.aggregate
+        comparison = compare_rows(load_rows(settings.baseline, what="--baseline"), rows, margin=settings.baseline_margin,
+                                  confidence=rules.confidence, min_n=rules.min_n,
+                                  max_missing=rules.max_infrastructure_errors)
+    problems: list[str] = []  # part of the verdict (and so of every report)
     try:
         recorded = recording.keep_recorded(rows)
     except StorageError as exc:
         recorded = 0
-        failures.append(f"recorded results: {exc}")
-    comparison = None
-    if settings.baseline is not None:
-        comparison = compare_rows(load_rows(settings.baseline, what="--baseline"), rows, margin=settings.baseline_margin,
-                                  confidence=thresholds.aggregate.confidence)
+        problems.append(f"recorded results: {exc}")
     enforced = not recording.plan.checks_reproduction
-    report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison)
+    report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
+                          expectations=expectations, problems=problems)
+    failures: list[str] = []  # report files that could not be written
     written = write_report_files(
         report, json_path=settings.json_report or run_dir / "report.json",
         junit_path=settings.junit_report or run_dir / "junit.xml",
         html_path=settings.html_report or run_dir / "report.html", failures=failures,
     )
-    verdict = run_verdict(report.gates, gates_enforced=enforced, comparison=comparison)
-    return RunOutcome(report, written, recorded, failures, verdict)
+    return RunOutcome(report, written, recorded, failures, report.verdict)
 
 
 def settings_snapshot(settings: RunSettings, shown: Any) -> dict[str, Any]:

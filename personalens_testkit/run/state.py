@@ -11,6 +11,8 @@ from functools import cached_property
 from typing import Any
 
 from ..data.models import Scenario, TaskKind
+from ..errors import UsageError
+from ..gating.expectations import Expectations, load_expectations, location
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..llm.registry import describe
 from ..results.files import ResultsWriter
@@ -60,6 +62,14 @@ class Run:
     def thresholds(self) -> Thresholds:
         return load_thresholds(self.settings.thresholds_path)
 
+    @cached_property
+    def expectations(self) -> Expectations | None:
+        """Each scenario's expected outcome, when the project keeps an expectations file (else None: all pass)."""
+        path = location(self.settings.expectations, self.settings.cassette_dir, self.settings.assistant)
+        if self.settings.expectations is not None and not path.is_file():
+            raise UsageError(f"expectations: {path}: no such file (personalens expectations update RESULTS writes one)")
+        return load_expectations(path) if path.is_file() else None
+
     def cases_of(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
         """The (scenario, try) this run executes for one suite."""
         return [(s, r) for s, r in self.recording.plan.runnable if s.kind is kind]
@@ -67,6 +77,11 @@ class Run:
     def header_lines(self) -> list[str]:
         """What this run will do with cassettes, shards, resumed results and gates (for the run header)."""
         lines = [self.recording.summary(), *self.cases.header_lines()]
+        if self.expectations is not None:
+            known = sum(1 for e in self.expectations.scenarios.values() if e.outcome != "pass")
+            path = location(self.settings.expectations, self.settings.cassette_dir, self.settings.assistant)
+            lines.append(f"expectations {self.recording.shown(path)}: {known} scenarios expected to "
+                         "fail or flaky (xfail); any other failure is a regression")
         if not self.thresholds.aggregate.gates:
             lines.append(f"NO AGGREGATE GATE is set in {self.recording.shown(self.settings.thresholds_path)}: the run "
                          "is judged by the per-scenario floors alone")
@@ -115,7 +130,8 @@ class Run:
             return None
         self.writer.close()
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
-                          run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown))
+                          run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
+                          expectations=self.expectations)
 
     def close(self) -> None:
         if "runner" in self.__dict__:

@@ -31,6 +31,8 @@ class RunSettings:
     thresholds_path: Path = field(default_factory=default_thresholds_path)
     results_dir: Path = Path(SETTING["results_dir"].default)
     cassette_dir: Path = Path(SETTING["cassette_dir"].default)
+    #: each scenario's expected outcome (None: <cassette dir>/<assistant>/expectations.yaml when it exists)
+    expectations: Optional[Path] = None
     #: vcrpy's record mode: none (offline replay, the default), once, new_episodes, all
     record_mode: str = "none"
     #: replay the dialogues, judge them again

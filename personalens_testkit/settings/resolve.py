@@ -73,6 +73,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),
         user_model=specs["user_model"], judge_model=specs["judge_model"],
         thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
+        expectations=values.path("expectations"),  # a run checks it exists; `expectations update` may create it
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
@@ -129,7 +130,9 @@ def _thresholds(values: _Values) -> Path:
 def _existing(values: _Values, name: str, what: str) -> Path | None:
     path = values.path(name)
     if path is not None and not path.is_file():
-        raise UsageError(f"{SETTING[name].option}: {values.options.get(name)}: no such file ({what})")
+        value, where = values.source(name)
+        named = SETTING[name].option if where == "option" else f"{where} {SETTING[name].config_key or name}"
+        raise UsageError(f"{named}: {value}: no such file ({what})")
     return path
 
 

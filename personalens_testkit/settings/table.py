@@ -125,6 +125,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("results_dir", "where runs write results (default: personalens-results)", "path", metavar="DIR",
             default="personalens-results"),
     Setting("cassette_dir", "where cassettes are kept (default: ./cassettes)", "path", metavar="DIR", default="cassettes"),
+    Setting("expectations", "each scenario's expected outcome (default: expectations.yaml beside the assistant's "
+            "cassettes, if there is one): known failures are xfail, new failures regressions", "path", metavar="PATH"),
     Setting("record_mode", "cassettes, with vcrpy's meanings: none (default) replays offline and runs only the scenarios "
             "that have a cassette; once records the missing ones live; new_episodes adds unmatched calls; all re-records",
             metavar="{none,once,new_episodes,all}", default="none"),

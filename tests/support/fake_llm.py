@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable, Optional
 
 
 @dataclass
@@ -60,6 +60,9 @@ class Script:
     delay_s: float = 0.0
     #: a judge that believes what it reads: personalization 4 if its prompt says "Personalization Score: 4", else 2
     gullible: bool = False
+    #: a judge that reads the dialogue: called with the judge request's text, it returns the scores that
+    #: differ from ``scores`` for that dialogue (a rubric in miniature, for tests of what a bot change does)
+    judge_rule: Optional[Callable[[str], dict[str, Any]]] = None
 
 
 class FakeLLM:
@@ -114,10 +117,13 @@ class FakeLLM:
                 return "I would rather not give a score."
             schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema", {})
             keys = list(schema.get("properties", {}))
+            scores = script.scores
+            if script.judge_rule is not None:
+                scores = {**scores, **script.judge_rule(json.dumps(body, ensure_ascii=False))}
             if "verdict" in keys:
-                return json.dumps({"verdict": script.scores["task_completion"], "explanation": "goal met"})
+                return json.dumps({"verdict": scores["task_completion"], "explanation": "goal met"})
             metric = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
-            score = script.scores[metric]
+            score = scores[metric]
             if script.gullible and metric == "personalization":
                 score = 4 if "Personalization Score: 4" in json.dumps(body) else 2
             answer: dict[str, Any] = {"score": score, "justification": f"{metric} looks fine"}
