@@ -20,6 +20,7 @@ from .gating.expectations import PASS, Expectation, case_verdict
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .plugin_support import STATE, ControllerHooks, is_case, project_root, runs_suites
 from .run.controller import case_row
+from .run.header import check_calibration, header_lines, identity_lines
 from .run.state import Run, new_run_id
 from .secrets import redact, register_secret_names
 from .settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
             try:
                 run.thresholds  # noqa: B018 - a broken thresholds or expectations file stops the run here, in one line
                 run.expectations  # noqa: B018
+                check_calibration(run)
                 run.preflight(reach=not config.option.collectonly)
                 run.recording.plan.check_runnable()
                 if not config.option.collectonly:
@@ -271,14 +273,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     run = config.stash[STATE]
     s = run.settings
-    lines = [
-        f"personalens: data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant}"
-        f" (model {s.assistant_model}, context {s.assistant_context.label}); user agent {s.user_model}; judge {s.judge_model}",
-        f"personalens: results -> {run.run_dir}",
-    ]
+    lines = [f"personalens: {line}" for line in _or_exit(lambda: identity_lines(run))]
+    lines.append(f"personalens: results -> {run.run_dir}")
     if s.rootdir != config.rootpath:
         lines.append(f"personalens: project {s.rootdir} (pytest took its rootdir, {config.rootpath}, from a path "
                      "option given as a separate argument; write it as --option=PATH to keep pytest's own settings too)")
     if runs_suites(config, MARKER):
-        lines += [f"personalens: {line}" for line in _or_exit(run.header_lines)]
+        lines += [f"personalens: {line}" for line in _or_exit(lambda: header_lines(run))]
     return lines

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from .errors import ConfigError
 
 #: the config's own tables, never assistant entries
-TABLES = ("local", "models", "assistants")
+TABLES = ("local", "models", "assistants", "presets")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "evaluation transcripts",
     "results",
     "gating",
-    "report",
+    "report calibration",
     "settings",
     "run",
     "plugin plugin_support cli session",

@@ -134,6 +134,7 @@ def test_repeats_report_pass_hat_k_and_spread(project):
 
 
 def test_turn_level_and_leak_check(project):
+    """--turn-level judges every prefix of the dialogue in one call, as the paper's chain-of-turn prompt does."""
     gates_file(project)
     with FakeLLM(Script(terminate_after=2)) as fake:
         result = run(project, fake, *ALARM, "-k", "task-1", "--turn-level", "--leak-check")
@@ -143,11 +144,25 @@ def test_turn_level_and_leak_check(project):
     assert row["turn_personalization"] == [3] * len(replies) and len(replies) >= 2
     assert row["preference_leak"] == {"leaked": True, "explanation": "goal met"}
     labels = [c["label"] for c in row["calls"] if c["role"] == "judge"]
-    assert labels[-3:] == [f"personalization after turn {len(replies) - 1}", f"personalization after turn {len(replies)}",
-                           "preference leak"]
+    assert labels[-2:] == ["personalization by turn", "preference leak"]
+    (chain,) = [body for body in fake.requests if "Judge the conversation turn by turn" in json.dumps(body)]
+    scores = chain["response_format"]["json_schema"]["schema"]["properties"]["scores"]
+    assert scores["minItems"] == scores["maxItems"] == len(replies)  # exactly one score per assistant reply
     assert "preference leaks in the user agent's opening: 1 of 1 (100%)" in result.stdout.str()
     report = json.loads((run_dir(project) / "report.json").read_text())
     assert report["turn_curve"] == [{"turn": t, "n": 1, "mean": 3} for t in range(1, len(replies) + 1)]
+
+
+def test_turn_level_per_turn_makes_one_call_per_reply(project):
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        result = run(project, fake, *ALARM, "-k", "task-1", "--turn-level", "--turn-level-method", "per-turn")
+    result.assert_outcomes(passed=1, deselected=4)
+    (row,) = json.loads((run_dir(project) / "report.json").read_text())["rows"]
+    replies = [m for m in row["transcript"] if m["role"] == "assistant"]
+    labels = [c["label"] for c in row["calls"] if c["role"] == "judge"]
+    assert labels[-len(replies):] == [f"personalization after turn {t}" for t in range(1, len(replies) + 1)]
+    assert row["turn_personalization"] == [3] * len(replies)
 
 
 def test_a_baseline_gate_fails_on_a_significant_drop(project):

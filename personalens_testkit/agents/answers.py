@@ -102,6 +102,27 @@ class RatingAnswer(_Answer):
         return _whole_number(value)
 
 
+class TurnScoresAnswer(_Answer):
+    """Turn-level personalization in one answer: one score per assistant reply, in order."""
+
+    KEY: ClassVar[str] = "scores"
+
+    scores: list[int]
+    justification: str = ""
+    #: the raw answer, for an error that is found after parsing (a wrong number of scores)
+    raw: str = ""
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _each_a_score(cls, value: Any) -> list[int]:
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"must be a list of whole numbers from 1 to 4 (got {json.dumps(value) if _jsonable(value) else repr(value)})")
+        for item in value:
+            if _whole_number(item) not in (1, 2, 3, 4):
+                raise ValueError(f"every score must be 1, 2, 3 or 4 (got {item})")
+        return value
+
+
 def _strict_schema(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
@@ -116,7 +137,16 @@ SCHEMAS: dict[type[_Answer], dict[str, Any]] = {
         "observations": _NOTES, "justification": _TEXT, "suggestions": _NOTES,
     }),
     RatingAnswer: _strict_schema({"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "justification": _TEXT}),
+    TurnScoresAnswer: _strict_schema({"scores": {"type": "array", "items": {"type": "integer", "enum": [1, 2, 3, 4]}},
+                                      "justification": _TEXT}),
 }
+
+
+def turn_scores_schema(turns: int) -> dict[str, Any]:
+    """The schema of a turn-level answer for a dialogue of ``turns`` assistant replies: exactly that many scores."""
+    schema = json.loads(json.dumps(SCHEMAS[TurnScoresAnswer]))
+    schema["properties"]["scores"].update(minItems=turns, maxItems=turns)
+    return schema
 
 A = TypeVar("A", bound=_Answer)
 #: a longer answer is not read (a judge answers in at most a few thousand tokens)
@@ -195,6 +225,8 @@ def _no_duplicate(key: str) -> Any:
 
 def _validated(candidate: dict[str, Any], model: type[A], dimension: str, raw: str) -> A:
     try:
+        if model is TurnScoresAnswer:
+            candidate = {**candidate, "raw": raw}
         return model.model_validate(candidate)
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -240,6 +272,8 @@ def _labels(part: str, model: type[_Answer]) -> list[tuple[int, Any]]:
     text, so it can never validate as a score."""
     if model is TaskCompletionAnswer:
         return [(m.start(), m.group(1).lower() in ("true", "yes")) for m in _VERDICT.finditer(part)]
+    if model is TurnScoresAnswer:
+        return []  # a list of scores is read from JSON only
     top = 4 if model is PersonalizationAnswer else 5
     labels: list[tuple[int, Any]] = []
     for match in _SCORE.finditer(part):

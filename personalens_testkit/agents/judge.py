@@ -25,13 +25,19 @@ from ..scales import (
     COHERENCE_ASSISTANT, COHERENCE_USER, METRICS, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
     TASK_COMPLETION, Metric,
 )
-from .answers import SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer
+from ..errors import JudgeAnswerError
+from .answers import (
+    SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, parse_answer, turn_scores_schema,
+)
 from .calls import CallLog
 from .injection import neutralise
-from ..prompts.render import demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block
+from ..prompts.render import bullet_pairs, dialogue_block, fill, interactions_block, preferences_block, situation_block
 
 JUDGE_TEMPERATURE = 0.0
-JUDGE_MAX_TOKENS = 1024
+#: the paper's answer budget for its judge
+JUDGE_MAX_TOKENS = 4000
+#: how --turn-level judges: the paper's one chain-of-turn call, or one call per assistant reply
+TURN_METHODS = ("chain", "per-turn")
 RATED_SIDES: tuple[tuple[Metric, str], ...] = (
     (NATURALNESS_USER, "judge_naturalness"), (NATURALNESS_ASSISTANT, "judge_naturalness"),
     (COHERENCE_USER, "judge_coherence"), (COHERENCE_ASSISTANT, "judge_coherence"),
@@ -61,6 +67,8 @@ class Judge:
     model: ChatModel
     #: how many of a dialogue's six judge calls are made at once (1: one after the other)
     parallel: int = 1
+    #: how turn-level personalization is judged (see :data:`TURN_METHODS`)
+    turn_method: str = "chain"
 
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
         rubric = fill("judge_task_completion", goal=ctx.scenario.task.goal)
@@ -68,11 +76,7 @@ class Judge:
 
     def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *,
                         label: str | None = None, turn: int = 0) -> PersonalizationAnswer:
-        rubric = fill(
-            "judge_personalization",
-            demographics=demographics_block(ctx), preferences=preferences_block(ctx),
-            task=ctx.scenario.task.user_intent, interactions=interactions_block(ctx.interactions), situation=situation_block(ctx),
-        )
+        rubric = fill("judge_personalization", scale=personalization_scale(ctx))
         return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log, label=label, turn=turn)
 
     def rating(self, metric: Metric, messages: Sequence[Message], log: CallLog) -> RatingAnswer:
@@ -115,19 +119,35 @@ class Judge:
         return [future.result() for future in futures]
 
     def turn_level(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> list[int]:
-        """Personalization judged after each assistant reply (the paper's turn-level curve): one call per turn."""
-        scores = []
+        """Personalization after each assistant reply (the paper's turn-level curve): by default in one call
+        that scores every prefix of the dialogue (the paper's chain-of-turn prompt), or one call per reply."""
         messages = neutralise(messages)
         replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        if not replies:
+            return []
+        if self.turn_method == "chain":
+            return self._chain_of_turns(ctx, messages, len(replies), log)
+        scores = []
         for turn, index in enumerate(replies, start=1):
             answer = self.personalization(ctx, messages[: index + 1], log, label=f"personalization after turn {turn}", turn=turn)
             scores.append(answer.score)
         return scores
 
+    def _chain_of_turns(self, ctx: ScenarioContext, messages: Sequence[Message], turns: int, log: CallLog) -> list[int]:
+        rubric = fill("judge_personalization_turns", scale=personalization_scale(ctx), turns=str(turns))
+        schema = turn_scores_schema(turns)
+        answer = self._ask(messages, PERSONALIZATION, TurnScoresAnswer, rubric, log, label="personalization by turn",
+                           schema=schema)
+        if len(answer.scores) != turns:
+            raise JudgeAnswerError("personalization by turn", answer.raw, f"{len(answer.scores)} scores for {turns} "
+                                                                          "assistant replies (one per reply expected)")
+        return list(answer.scores)
+
     def preference_leak(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
         """Whether the user agent's opening message states preferences it should leave implicit (verdict true = leaked)."""
         opening = next((m.content for m in messages if m.role == "user"), "")
-        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), opening=opening)
+        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.scenario.task.user_intent,
+                      opening=opening)
         request = ChatRequest(
             messages=(Message("system", fill("judge_system")), Message("user", prompt)),
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
@@ -137,13 +157,26 @@ class Judge:
         return parse_answer(response.text, TaskCompletionAnswer, "preference_leak")
 
     def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog, *,
-             label: str | None = None, turn: int = 0) -> A:
+             label: str | None = None, turn: int = 0, schema: dict[str, Any] | None = None) -> A:
         conversation = fill("judge_conversation", dialogue=dialogue_block(messages))
         request = ChatRequest(
             messages=(Message("system", fill("judge_system")),
                       Message("user", conversation + rubric, cache_prefix=len(conversation))),
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
-            json_schema=SCHEMAS[answer], schema_name=metric.name,
+            json_schema=schema or SCHEMAS[answer], schema_name=metric.name,
         )
         response = log.chat(self.model, request, role="judge", label=label or metric.name, turn=turn)
-        return parse_answer(response.text, answer, metric.name)
+        return parse_answer(response.text, answer, label or metric.name)
+
+
+def judge_demographics_block(ctx: ScenarioContext) -> str:
+    """The demographics as the paper's judge reads them: the profile's user id first (upstream's judge
+    sees it; its user agent does not)."""
+    return bullet_pairs([("user_id", ctx.scenario.user_id), *ctx.demographics.items()])
+
+
+def personalization_scale(ctx: ScenarioContext) -> str:
+    """The personalization rubric with its worked examples and everything known about the user."""
+    return fill("judge_personalization_scale", demographics=judge_demographics_block(ctx),
+                preferences=preferences_block(ctx), task=ctx.scenario.task.user_intent,
+                interactions=interactions_block(ctx.interactions), situation=situation_block(ctx))

@@ -66,6 +66,8 @@ class ReferenceEntry(_Entry):
 
     kind: Literal["reference"]
     model: str = "local"
+    #: the paper's prompt variant: claude, llama or mistral (None: chosen by the model's family, as the paper does)
+    prompt: Optional[Literal["claude", "llama", "mistral"]] = None
 
 
 class OpenAIEntry(_Entry, _Sampling):

@@ -53,12 +53,22 @@ class BuildContext:
     root: Path
     model: ModelFactory
     entry_model: EntryModelFactory
+    #: a model spec or [models] name as the model it stands for (its family picks a prompt variant)
+    describe: Callable[[str], str] = str
+
+
+def reference_variant(entry: ReferenceEntry, describe: Callable[[str], str] = str) -> str:
+    """The reference assistant's prompt variant: the entry's, or the one for its model's family."""
+    from .reference import variant_for
+
+    return entry.prompt or variant_for(describe(entry.model))
 
 
 def _reference(name: str, entry: ReferenceEntry, ctx: BuildContext) -> Assistant:
     from .reference import ReferenceAssistant
 
-    return ReferenceAssistant(ctx.model(entry.model, "assistant"), context=entry.switches(), name=name)
+    return ReferenceAssistant(ctx.model(entry.model, "assistant"), context=entry.switches(), name=name,
+                              variant=reference_variant(entry, ctx.describe))
 
 
 def _chat(name: str, entry: OpenAIEntry | BedrockEntry, ctx: BuildContext) -> Assistant:
@@ -99,10 +109,14 @@ BUILDERS: dict[str, Callable[[str, Any, BuildContext], Assistant]] = {
 def build_assistant(
     name: str, catalogue: AssistantCatalogue, ctx: BuildContext, *,
     reference_model: str = "local", reference_context: ContextSwitches = ContextSwitches(),
+    reference_prompt: str | None = None,
 ) -> Assistant:
-    """The assistant ``name`` stands for; the built-in ``reference`` takes --assistant-model/--assistant-context."""
-    entry = catalogue.entry(name)
-    if entry is None:
-        entry = ReferenceEntry(kind="reference", model=reference_model, context=[
-            part for part in ("demographics", "interactions", "situation") if getattr(reference_context, part)])
+    """The assistant ``name`` stands for; the built-in ``reference`` takes --assistant-model/-context/-prompt."""
+    entry = catalogue.entry(name) or builtin_entry(reference_model, reference_context, reference_prompt)
     return BUILDERS[entry.kind](name, entry, ctx)
+
+
+def builtin_entry(model: str, context: ContextSwitches, prompt: str | None = None) -> ReferenceEntry:
+    """The built-in ``reference`` assistant as an entry."""
+    return ReferenceEntry(kind="reference", model=model, prompt=prompt, context=[  # type: ignore[arg-type]
+        part for part in ("demographics", "interactions", "situation") if getattr(context, part)])

@@ -9,6 +9,7 @@ verdicts and comparisons from the rows of runs.
     personalens agreement A B                                       two judges (or a judge and human labels)
     personalens merge RESULTS... --output P [--html P] [...]        join shards' results into one report and gates
     personalens expectations update RESULTS [--output P]            record each scenario's expected outcome from a run
+    personalens calibrate --judge-model SPEC [--repeat K] [--slice N] can this judge tell good from bad? (exit 1: a bar missed)
 
 Running the benchmark itself is ``pytest suites/`` (see README).
 """
@@ -21,7 +22,7 @@ from typing import Sequence
 
 from ..errors import PersonalensError
 from ..secrets import redact
-from . import data, results
+from . import calibrate, data, results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     data.add_commands(sub)
     results.add_commands(sub)
+    calibrate.add_commands(sub)
     return parser
 
 

@@ -103,12 +103,31 @@ class AggregateGates(BaseModel):
     gates: list[Gate] = Field(default_factory=list)
 
 
+class CalibrationBars(BaseModel):
+    """What ``personalens calibrate`` requires of a judge on the calibration set (defaults a strong model meets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_completion_accuracy: float = Field(default=0.85, ge=0, le=1)
+    personalization_qwk: float = Field(default=0.6, ge=-1, le=1)
+    personalization_spearman: float = Field(default=0.6, ge=-1, le=1)
+    naturalness_spearman: float = Field(default=0.5, ge=-1, le=1)
+    coherence_spearman: float = Field(default=0.5, ge=-1, le=1)
+    #: the share of its answers that must be readable scores
+    min_answered: float = Field(default=0.95, ge=0, le=1)
+    #: the share of dialogues whose repeated judgements must all agree (with --repeat above 1)
+    self_consistency: float = Field(default=0.9, ge=0, le=1)
+    #: the most judge-addressed text may raise a score on average, per dimension, in its own units
+    max_injection_gain: float = Field(default=0.25, ge=0)
+
+
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     version: Literal[1] = 1
     scenario: ScenarioFloors = Field(default_factory=ScenarioFloors)
     aggregate: AggregateGates = Field(default_factory=AggregateGates)
+    calibration: CalibrationBars = Field(default_factory=CalibrationBars)
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,22 @@ def _dialogue(row: ResultRow, verdict: str) -> str:
             + f"<div class='transcript'>{messages}</div></details>")
 
 
+def _calibration(report: RunReport) -> str:
+    """The judge's calibration beside its scores: how it did on labelled dialogues, or a warning that it was not checked."""
+    c = report.judge_calibration
+    if c is None:
+        return ("<h2>Judge calibration</h2><p class='muted'>This run names no calibration of its judge: run "
+                "<code>personalens calibrate --judge-model SPEC</code> and pass <code>--judge-calibration REPORT</code>.</p>")
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td>{d.n}</td><td>{_fmt(d.accuracy)}</td><td>{_fmt(d.qwk)}</td><td>{_fmt(d.spearman)}</td>"
+        f"<td>{_fmt(d.consistency)}</td><td>{_fmt(c.injection[name].mean_gain) if name in c.injection else '-'}</td></tr>"
+        for name, d in c.dimensions.items())
+    missed = "".join(f"<li class='fail'>{escape(line)}</li>" for line in c.failures)
+    return (f"<h2>Judge calibration</h2><p class='{'pass' if c.passed else 'fail'}'>{escape(c.summary_line())}</p>"
+            "<table><tr><th>dimension</th><th>n</th><th>accuracy</th><th>QWK</th><th>Spearman</th><th>consistency</th>"
+            f"<th>injection gain</th></tr>{rows}</table>" + (f"<ul>{missed}</ul>" if missed else ""))
+
+
 def render_html(report: RunReport) -> str:
     rows = report.rows
     run = report.run
@@ -219,7 +235,7 @@ def render_html(report: RunReport) -> str:
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
 <h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
-<h2>Gates</h2><ul>{gates}</ul>
+<h2>Gates</h2><ul>{gates}</ul>{_calibration(report)}
 <h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
 {leak_html}
 <h2>Dialogues</h2>

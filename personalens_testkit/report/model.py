@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel
 
+from ..calibration.report import CalibrationReport
 from ..callsite import ROLES
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
 from ..gating.compare import Comparison
@@ -96,6 +97,8 @@ class RunReport(BaseModel):
     injection_removed: list[str] = []
     turn_curve: list[TurnPoint] = []
     comparison: Optional[Comparison] = None
+    #: the judge's calibration (personalens calibrate), when the run named one
+    judge_calibration: Optional[CalibrationReport] = None
     verdict: RunVerdict
     rows: list[ResultRow]
 
@@ -189,6 +192,7 @@ def build_report(
     rows: Sequence[ResultRow], thresholds: Thresholds, *, run: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
+    calibration: CalibrationReport | None = None,
 ) -> RunReport:
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
@@ -208,7 +212,7 @@ def build_report(
         preference_leaks=leaks(rows),
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
-        turn_curve=turn_curve(rows), comparison=comparison, rows=list(rows),
+        turn_curve=turn_curve(rows), comparison=comparison, judge_calibration=calibration, rows=list(rows),
         verdict=run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
                             expectations=expectations, problems=problems),
     )

@@ -49,6 +49,9 @@ def format_summary(report: RunReport) -> list[str]:
         note = "" if report.gates_enforced else " (reported, not enforced: nothing under test ran live)"
         lines += ["", f"aggregate gates{note}:"] + ["  " + gate.describe() for gate in report.gates]
         lines += _noise(report)
+    calibration = report.judge_calibration
+    if calibration is not None:
+        lines += ["", f"judge calibration: {calibration.summary_line()}"]
     return lines + _errors(report) + _ledger(report) + _repeats(report) + _flags_and_leaks(report)
 
 

@@ -29,6 +29,8 @@ class RunInfo(_Part):
     assistant_kind: str
     assistant_context: str
     assistant_model: Optional[str]
+    #: the reference assistant's prompt variant (claude / llama / mistral); None for a bot
+    assistant_prompt: Optional[str] = None
     user_model: str
     judge_model: str
     record_mode: Optional[str] = None
@@ -87,6 +89,7 @@ class ResultRow(_Part):
     assistant_kind: str = ""
     assistant_context: str = ""
     assistant_model: Optional[str] = None
+    assistant_prompt: Optional[str] = None
     user_model: str = ""
     judge_model: str = ""
     record_mode: Optional[str] = None

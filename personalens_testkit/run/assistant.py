@@ -14,7 +14,7 @@ from functools import cached_property
 from ..assistants.base import Assistant, ContextSwitches
 from ..assistants.entries import AssistantEntry, ReferenceEntry
 from ..assistants.recorded import RecordedBot
-from ..assistants.registry import BuildContext, build_assistant
+from ..assistants.registry import BuildContext, build_assistant, builtin_entry, reference_variant
 from ..errors import PersonalensError, UsageError
 from ..llm.registry import describe
 from ..settings import RunSettings
@@ -60,6 +60,15 @@ class AssistantUnderTest:
         return describe(spec, self.settings.models) if spec else None
 
     @property
+    def prompt_variant(self) -> str | None:
+        """The reference assistant's prompt variant (the paper's claude / llama / mistral); None for other kinds."""
+        if self.kind != "reference":
+            return None
+        entry = self.entry if isinstance(self.entry, ReferenceEntry) else builtin_entry(
+            self.settings.assistant_model, self.settings.assistant_context, self.settings.assistant_prompt)
+        return reference_variant(entry, lambda spec: describe(spec, self.settings.models))
+
+    @property
     def label(self) -> str:
         """How an error names it: ``assistant 'my-bot' ([tool.personalens.assistants.my-bot] in pyproject.toml)``."""
         return f"assistant {self.name!r} ({self.where})"
@@ -69,9 +78,9 @@ class AssistantUnderTest:
         turns are recorded in the scenario's cassette (and replayed from it when re-judging)."""
         s = self.settings
         context = BuildContext(root=s.rootdir, model=lambda spec, role: models.chat(spec, role, owned=False),
-                               entry_model=models.entry_chat)
+                               entry_model=models.entry_chat, describe=lambda spec: describe(spec, s.models))
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
-                                    reference_context=s.assistant_context)
+                                    reference_context=s.assistant_context, reference_prompt=s.assistant_prompt)
         return RecordedBot(assistant, replay=s.rejudge) if self.is_bot else assistant
 
     def check(self, models: ModelPool, *, reach: bool) -> None:

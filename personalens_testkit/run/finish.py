@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..calibration.report import CalibrationReport
 from ..errors import StorageError
 from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
@@ -32,7 +33,8 @@ class RunOutcome:
 
 
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
-               run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None) -> RunOutcome:
+               run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
+               calibration: CalibrationReport | None = None) -> RunOutcome:
     rows = read_rows(results)
     comparison = None
     if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
@@ -48,7 +50,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
         problems.append(f"recorded results: {exc}")
     enforced = not recording.plan.checks_reproduction
     report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
-                          expectations=expectations, problems=problems)
+                          expectations=expectations, problems=problems, calibration=calibration)
     failures: list[str] = []  # report files that could not be written
     written = write_report_files(
         report, json_path=settings.json_report or run_dir / "report.json",

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
+from ..calibration.report import CalibrationReport, load_calibration
 from ..gating.expectations import Expectations, load_expectations, location
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..llm.registry import describe
@@ -74,18 +75,11 @@ class Run:
         """The (scenario, try) this run executes for one suite."""
         return [(s, r) for s, r in self.recording.plan.runnable if s.kind is kind]
 
-    def header_lines(self) -> list[str]:
-        """What this run will do with cassettes, shards, resumed results and gates (for the run header)."""
-        lines = [self.recording.summary(), *self.cases.header_lines()]
-        if self.expectations is not None:
-            known = sum(1 for e in self.expectations.scenarios.values() if e.outcome != "pass")
-            path = location(self.settings.expectations, self.settings.cassette_dir, self.settings.assistant)
-            lines.append(f"expectations {self.recording.shown(path)}: {known} scenarios expected to "
-                         "fail or flaky (xfail); any other failure is a regression")
-        if not self.thresholds.aggregate.gates:
-            lines.append(f"NO AGGREGATE GATE is set in {self.recording.shown(self.settings.thresholds_path)}: the run "
-                         "is judged by the per-scenario floors alone")
-        return lines
+    @cached_property
+    def calibration(self) -> CalibrationReport | None:
+        """The judge's calibration report named by --judge-calibration (None: none named)."""
+        path = self.settings.judge_calibration
+        return load_calibration(path) if path is not None else None
 
     def preflight(self, *, reach: bool = True) -> None:
         """Before any case: every role's model is usable as configured, and so is the assistant.
@@ -120,6 +114,7 @@ class Run:
         return RunInfo(
             run_id=self.run_id, assistant=s.assistant, assistant_kind=self.assistant.kind,
             assistant_context=self.assistant.context.label, assistant_model=self.assistant.model,
+            assistant_prompt=self.assistant.prompt_variant,
             user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""),
         )
@@ -131,7 +126,7 @@ class Run:
         self.writer.close()
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
-                          expectations=self.expectations)
+                          expectations=self.expectations, calibration=self.calibration)
 
     def close(self) -> None:
         if "runner" in self.__dict__:

@@ -26,6 +26,10 @@ class RunSettings:
     assistant: str = "reference"
     assistant_model: str = "local"
     assistant_context: ContextSwitches = field(default_factory=ContextSwitches)
+    #: the built-in reference assistant's prompt variant (None: by its model's family)
+    assistant_prompt: Optional[str] = None
+    #: the preset the run's settings came from, if any
+    preset: Optional[str] = None
     user_model: str = "local"
     judge_model: str = "local"
     thresholds_path: Path = field(default_factory=default_thresholds_path)
@@ -40,6 +44,8 @@ class RunSettings:
     #: tries per scenario (each with its own cassette)
     repeat: int = 1
     turn_level: bool = False
+    #: chain (one call scoring every prefix, as the paper) or per-turn (one call per assistant reply)
+    turn_level_method: str = "chain"
     leak_check: bool = False
     #: report files (None: the run folder's report.json / junit.xml / report.html)
     json_report: Optional[Path] = None
@@ -48,6 +54,9 @@ class RunSettings:
     #: a previous run's report or results to compare with, and the drop it tolerates
     baseline: Optional[Path] = None
     baseline_margin: float = 0.0
+    #: a `personalens calibrate` report of the judge, and whether a gating run requires a passing one
+    judge_calibration: Optional[Path] = None
+    require_calibrated_judge: bool = False
     #: how failed calls are retried; the most seconds one scenario may take (None: no limit)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     scenario_timeout_s: Optional[float] = None

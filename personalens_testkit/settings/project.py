@@ -26,15 +26,25 @@ class LocalConfig(BaseModel):
     startup_timeout_s: float = Field(default=120.0, gt=0)
 
 
-def _config_fields() -> dict[str, Any]:
-    """The config's keys: every setting of the table the config may set (None: not set), and the tables."""
-    fields: dict[str, Any] = {
+def _setting_fields() -> dict[str, Any]:
+    """Every setting of the table the config may set (None: not set)."""
+    return {
         s.config_key: (Optional[s.python_type], Field(default=None, description=s.help, **s.pydantic_bounds()))
         for s in SETTINGS if s.config_key
     }
+
+
+#: A ``[presets.NAME]`` table: a named set of settings, chosen with ``--preset NAME`` or ``preset = "NAME"``.
+PresetConfig = create_model("PresetConfig", __config__=ConfigDict(extra="forbid"), **_setting_fields())
+
+
+def _config_fields() -> dict[str, Any]:
+    """The config's keys: the settings, and the tables."""
+    fields = _setting_fields()
     fields["local"] = (LocalConfig, Field(default_factory=LocalConfig))
     fields["models"] = (dict[str, ModelEntry], Field(default_factory=dict))
     fields["assistants"] = (dict[str, AssistantEntry], Field(default_factory=dict))
+    fields["presets"] = (dict[str, PresetConfig], Field(default_factory=dict))  # type: ignore[valid-type]
     return fields
 
 
@@ -83,13 +93,13 @@ def load_project_config(rootdir: Path) -> tuple[ProjectConfig, ProjectSources]:
     and named entries from both files are merged (personalens.toml wins on a clash).
     """
     layers = read_layers(rootdir, settings=ProjectConfig.model_fields)
-    merged: dict[str, Any] = {"models": {}, "assistants": {}}
+    merged: dict[str, Any] = {"models": {}, "assistants": {}, "presets": {}}
     sources = ProjectSources(files=tuple(layer.path for layer in layers))
     for layer in layers:
         path, prefix, where = layer.path, layer.prefix, layer.where
         config = _validated(path, prefix, layer.data)
         for key in config.model_fields_set:
-            if key in ("models", "assistants"):
+            if key in ("models", "assistants", "presets"):
                 merged[key].update(getattr(config, key))
             else:
                 merged[key] = getattr(config, key)

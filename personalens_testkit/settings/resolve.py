@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ..assistants.base import ContextSwitches
 from ..assistants.entries import ReferenceEntry
+from ..assistants.reference import PROMPT_VARIANTS
 from ..assistants.registry import BUILTIN, AssistantCatalogue
 from ..data.loader import open_dataset
 from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
@@ -25,26 +26,37 @@ from ..llm.registry import check_spec
 from ..llm.retry import RetryPolicy
 from ..replay.modes import check_record_mode
 from .model import RunSettings
+from .presets import preset_values
 from .project import ProjectConfig, load_project_config
 from .table import SETTING
 
 
 class _Values:
-    """Each setting's value and where it came from, by the one precedence order."""
+    """Each setting's value and where it came from, by the one precedence order (a preset's values sit
+    just above the level that names it: see :mod:`.presets`)."""
 
     def __init__(self, options: Mapping[str, Any], config: ProjectConfig, env: Mapping[str, str], root: Path) -> None:
         self.options, self.config, self.env, self.root = options, config, env, root
+        named_by_option = options.get("preset") is not None
+        self.preset_name: str | None = options.get("preset") if named_by_option else config.preset
+        self.preset_level = "option" if named_by_option else "config"
+        self.preset = preset_values(self.preset_name, config.presets) if self.preset_name else {}
 
     def source(self, name: str) -> tuple[Any, str]:
-        """(value, ``option`` | ``env`` | ``config`` | ``default``); a value out of range is a UsageError."""
+        """(value, ``option`` | ``preset`` | ``env`` | ``config`` | ``default``); a value out of range is a UsageError."""
         s = SETTING[name]
         if s.option and self.options.get(name) is not None:
             return s.check(self.options[name], s.option), "option"
+        preset = self.preset.get(s.config_key) if s.config_key else None
+        if preset is not None and self.preset_level == "option":
+            return s.normalised(preset), "preset"
         if s.env and self.env.get(s.env):
             return self.env[s.env], "env"
         value = getattr(self.config, s.config_key) if s.config_key else None
         if value is not None:  # validated against the table when the config was read
             return s.normalised(value), "config"
+        if preset is not None:
+            return s.normalised(preset), "preset"
         return s.default, "default"
 
     def __getitem__(self, name: str) -> Any:
@@ -71,15 +83,20 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         selection=_selection(values), data_path=values.path("personalens_data"), max_turns=values["max_turns"],
         assistant=assistant, assistant_model=specs["assistant_model"],
         assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),
+        assistant_prompt=_choice(values, "assistant_prompt", PROMPT_VARIANTS),
+        preset=values.preset_name,
         user_model=specs["user_model"], judge_model=specs["judge_model"],
         thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
         expectations=values.path("expectations"),  # a run checks it exists; `expectations update` may create it
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
+        turn_level_method=_choice(values, "turn_level_method", ("chain", "per-turn")),
         leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
         junit_report=values.path("junit_report"), html_report=values.path("html_report"),
         baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
         baseline_margin=values["baseline_margin"],
+        judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),
+        require_calibrated_judge=bool(values["require_calibrated_judge"]),
         retry=RetryPolicy(attempts=retries + 1, initial_s=values["retry_initial_s"], max_s=values["retry_max_s"]),
         scenario_timeout_s=values["scenario_timeout"],
         resume=_existing(values, "resume", "the results.jsonl or report.json of the run to finish"),
@@ -116,6 +133,14 @@ def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCat
             except UsageError as exc:
                 raise UsageError(f"assistant {name!r} ({catalogue.where(name)}): model: {exc}") from None
     return specs
+
+
+def _choice(values: _Values, name: str, choices: tuple[str, ...]) -> str | None:
+    value, where = values.source(name)
+    if value is not None and value not in choices:
+        named = SETTING[name].option if where == "option" else f"{where} {SETTING[name].config_key}"
+        raise UsageError(f"{named}: {value!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def _thresholds(values: _Values) -> Path:

@@ -106,14 +106,24 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("repeat", "run each scenario K times (own cassettes; reports pass^k and each score's spread)", "int",
             metavar="K", low=1, default=1),
     # the parts
+    Setting("preset", "a named set-up: paper (the paper's user agent, judge and reference assistant on Bedrock, its turn "
+            "limits and sampling) or a [presets.NAME] table of the config; options given explicitly still win",
+            metavar="NAME"),
     Setting("assistant", "the assistant under test (default: reference)", metavar="NAME"),
     Setting("assistant_model", "model of the reference assistant (default: local)", metavar="SPEC"),
     Setting("assistant_context", "user context the reference assistant sees: none (default) or any of "
             "demographics,interactions,situation (D,I,S)", metavar="PARTS"),
+    Setting("assistant_prompt", "the reference assistant's prompt, one of the paper's variants: claude (acts as though it "
+            "can carry out tasks) or llama / mistral (open about its limits); default: by the model's family",
+            metavar="{claude,llama,mistral}"),
     Setting("user_model", "user-agent model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
             "[models] name", metavar="SPEC"),
     Setting("judge_model", "judge model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
             "[models] name", metavar="SPEC"),
+    Setting("judge_calibration", "the report of `personalens calibrate` for this run's judge: shown beside the scores",
+            "path", metavar="REPORT"),
+    Setting("require_calibrated_judge", "a run whose gates count fails at the start unless --judge-calibration names a "
+            "passing calibration of this very judge model", "flag", flag=None, default=False),
     Setting("local_url", "use an already running embedded server (see `personalens serve-model`) instead of starting "
             "one", metavar="URL", config=False, env="PERSONALENS_LOCAL_URL"),
     Setting("openai_base_url", "the OpenAI-compatible endpoint of openai: specs", flag=None, env="OPENAI_BASE_URL",
@@ -134,6 +144,8 @@ SETTINGS: tuple[Setting, ...] = (
             "flag", config=False),
     Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
             config=False),
+    Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
+            "of the dialogue) or per-turn (one call per assistant reply)", metavar="{chain,per-turn}", default="chain"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
     Setting("json_report", "the run report as JSON (default: <run folder>/report.json)", "path", metavar="PATH",

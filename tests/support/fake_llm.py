@@ -122,6 +122,9 @@ class FakeLLM:
                 scores = {**scores, **script.judge_rule(json.dumps(body, ensure_ascii=False))}
             if "verdict" in keys:
                 return json.dumps({"verdict": scores["task_completion"], "explanation": "goal met"})
+            if "scores" in keys:  # turn-level personalization in one call: one score per assistant reply
+                turns = schema["properties"]["scores"].get("minItems", 1)
+                return json.dumps({"scores": [scores["personalization"]] * turns, "justification": "steady"})
             metric = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
             score = scores[metric]
             if script.gullible and metric == "personalization":

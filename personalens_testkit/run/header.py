@@ -1,0 +1,62 @@
+"""The run header: what runs (data, assistant and its prompt, user agent, judge and its calibration, preset)
+and what the run will do with cassettes, shards, resumed results, expectations and gates."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+from ..gating.expectations import location
+from ..llm.registry import describe
+from .state import Run
+
+
+def check_calibration(run: Run) -> None:
+    """A named calibration report is readable and is this judge's; with ``require_calibrated_judge``, a run
+    whose gates count (anything under test live) needs a passing one."""
+    s = run.settings
+    report = run.calibration
+    judge = describe(s.judge_model, s.models)
+    if report is not None and report.judge_model != judge:
+        raise UsageError(f"--judge-calibration {s.judge_calibration}: it calibrates {report.judge_model}, but this run's "
+                         f"judge is {judge}: run `personalens calibrate --judge-model {s.judge_model}`")
+    if not s.require_calibrated_judge or run.recording.plan.checks_reproduction:
+        return
+    if report is None:
+        raise UsageError(f"require_calibrated_judge: the judge {judge} has no calibration; run `personalens calibrate "
+                         f"--judge-model {s.judge_model}` and name its report with --judge-calibration")
+    if not report.passed:
+        raise UsageError(f"require_calibrated_judge: the judge {judge} failed its calibration "
+                         f"({s.judge_calibration}: {'; '.join(report.failures[:3])})")
+
+
+def identity_lines(run: Run) -> list[str]:
+    s = run.settings
+    assistant = run.assistant
+    parts = [f"model {s.assistant_model}" if assistant.kind == "reference" else f"kind {assistant.kind}",
+             f"context {assistant.context.label}"]
+    if assistant.prompt_variant is not None:
+        parts.append(f"prompt {assistant.prompt_variant}")
+    lines = [f"data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant} ({', '.join(parts)}); "
+             f"user agent {s.user_model}; judge {s.judge_model}"
+             + (f"; turn-level {s.turn_level_method}" if s.turn_level else "")]
+    if s.preset:
+        lines.append(f"preset {s.preset}: user agent {describe(s.user_model, s.models)}, judge "
+                     f"{describe(s.judge_model, s.models)}, reference assistant {describe(s.assistant_model, s.models)}"
+                     " (options given explicitly win over a preset)")
+    calibration = run.calibration
+    if calibration is not None:
+        lines.append(f"judge calibration {run.recording.shown(s.judge_calibration)}: {calibration.summary_line()}")
+    return lines
+
+
+def header_lines(run: Run) -> list[str]:
+    """What this run will do with cassettes, shards, resumed results and gates."""
+    lines = [run.recording.summary(), *run.cases.header_lines()]
+    if run.expectations is not None:
+        known = sum(1 for e in run.expectations.scenarios.values() if e.outcome != "pass")
+        path = location(run.settings.expectations, run.settings.cassette_dir, run.settings.assistant)
+        lines.append(f"expectations {run.recording.shown(path)}: {known} scenarios expected to fail or flaky (xfail); "
+                     "any other failure is a regression")
+    if not run.thresholds.aggregate.gates:
+        lines.append(f"NO AGGREGATE GATE is set in {run.recording.shown(run.settings.thresholds_path)}: the run is "
+                     "judged by the per-scenario floors alone")
+    return lines
