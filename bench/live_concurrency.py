@@ -3,7 +3,8 @@
 ``-n W`` (xdist worker processes) next to the ideal (calls x delay / W), and next to a sequential
 loop over the same scenarios in one process, one call after another (the upstream benchmark's way).
 
-    python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist]
+    python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist|both]
+    (both: -n 2 processes, each with --concurrency workers/2)
 
 Either way the run is also given ``--max-concurrency W``: a remote judge makes a dialogue's
 six calls at once, and the cap keeps at most W calls in flight, so W lanes stay the comparison.
@@ -45,7 +46,10 @@ def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[
     env = {**ENV, "OPENAI_BASE_URL": url}
     # W scenarios at once, and never more than W calls in flight (a judge's six calls go out
     # together), so the ideal of W lanes is the fair comparison
-    spread = ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
+    if mode == "both":
+        spread = ["-n", "2", "--concurrency", str(workers // 2), "--max-concurrency", str(workers)]
+    else:
+        spread = ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
     status, output, wall, peaks = run_sampled(
         [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread, *options(shard, tmp)],
         cwd=ROOT, env=env)
@@ -89,8 +93,9 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=96, help="about this many single-domain scenarios")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--delay", type=float, default=0.2, help="the server's answer delay in seconds")
-    parser.add_argument("--mode", choices=("threads", "xdist"), default="threads",
-                        help="threads: --concurrency W in one process; xdist: -n W worker processes")
+    parser.add_argument("--mode", choices=("threads", "xdist", "both"), default="threads",
+                        help="threads: --concurrency W in one process; xdist: -n W worker processes; "
+                             "both: -n 2 processes with --concurrency W/2 each")
     parser.add_argument("--skip-sequential", action="store_true")
     args = parser.parse_args()
     shard = f"1/{max(1, 3283 // args.scenarios)}"
@@ -100,7 +105,8 @@ def main() -> int:
         ideal = calls * args.delay / args.workers
         print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}, "
               f"at most {fake.max_in_flight} calls in flight")
-        how = f"-n {args.workers}" if args.mode == "xdist" else f"--concurrency {args.workers}"
+        how = {"xdist": f"-n {args.workers}", "both": f"-n 2 --concurrency {args.workers // 2}"}.get(
+            args.mode, f"--concurrency {args.workers}")
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         if not args.skip_sequential:
             before = len(fake.requests)

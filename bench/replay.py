@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS_NAME = "results.jsonl.xz"  # results/recorded.py: the rows a recording keeps beside its cassettes
+SAMPLE = 4096  # scenarios of the 50-profile sample (3,283 single-domain + 813 multi-domain)
 #: as a user runs pytest: with bytecode caching (a PYTHONDONTWRITEBYTECODE=1 shell would make every
 #: process compile every module, and pytest rewrite every plugin module, again)
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -104,6 +106,14 @@ def sizes(folder: Path) -> None:
           f"total {sum(size):,}")
     print(f"bytes per scenario (JSON before xz): mean {statistics.mean(len(r) for r in raw):,.0f} "
           f"(xz keeps {sum(size) / sum(len(r) for r in raw):.1%}); calls per scenario: mean {statistics.mean(calls):.1f}")
+    results = folder / RESULTS_NAME
+    per_row = results.stat().st_size / max(1, len(lzma.decompress(results.read_bytes()).splitlines())) \
+        if results.is_file() else 0.0
+    if per_row:
+        print(f"recorded results ({RESULTS_NAME}, slim rows): {results.stat().st_size:,} bytes, {per_row:,.0f} a scenario")
+    whole = SAMPLE * (statistics.mean(size) + per_row)
+    print(f"the whole sample's recording ({SAMPLE:,} scenarios) at this size: cassettes {SAMPLE * statistics.mean(size) / 1e6:.1f} MB"
+          f" + results {SAMPLE * per_row / 1e6:.1f} MB = {whole / 1e6:.1f} MB (target < 50 MB)")
 
 
 def main() -> int:

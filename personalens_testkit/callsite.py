@@ -36,3 +36,13 @@ CURRENT_CALL: ContextVar[CallSite | None] = ContextVar("personalens_current_call
 CALL_ERRORS: ContextVar[Callable[[BaseException, CallSite], PersonalensError | None] | None] = ContextVar(
     "personalens_call_errors", default=None
 )
+#: The call in progress marks here whether a cassette answered it (a dict, shared with the threads the call
+#: runs in: ``{"replayed": bool}``); None outside a call.
+CALL_OUTCOME: ContextVar[dict[str, bool] | None] = ContextVar("personalens_call_outcome", default=None)
+
+
+def mark_replayed() -> None:
+    """A cassette answered the call in progress (the ledger counts replayed calls apart from live ones)."""
+    outcome = CALL_OUTCOME.get()
+    if outcome is not None:
+        outcome["replayed"] = True

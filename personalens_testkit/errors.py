@@ -11,7 +11,8 @@
     │   ├── DeadlineReached          the scenario's time limit ran out before or during a call
     │   └── ContractError            a bot's answer breaks the turn contract (the bot's fault)
     ├── JudgeAnswerError             a judge answer that cannot be parsed into scores
-    └── ReplayMissError              a call no cassette can answer in this record mode
+    ├── ReplayMissError              a call no cassette can answer in this record mode
+    └── ReplyChangedError            in an offline replay, the bot's reply differs from the recording
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
 each, with ``raise ... from exc`` so the cause is kept for debugging. Three internal signals
@@ -137,3 +138,23 @@ class JudgeAnswerError(PersonalensError):
 class ReplayMissError(PersonalensError):
     """A call that a cassette cannot answer and the record mode does not let through: which
     scenario, which call, why, and the command that re-records it."""
+
+
+class ReplyChangedError(PersonalensError):
+    """In an offline replay, the bot under test answered a recorded turn differently: the rest of the dialogue
+    was never recorded, so the case cannot be scored without calling the models (``--record-mode new_episodes``)."""
+
+    def __init__(self, turn: int, recorded: str, now: str) -> None:
+        self.turn = turn
+        self.command: str | None = None
+
+        def clip(text: str) -> str:
+            return text if len(text) <= 120 else text[:120] + "..."
+
+        self.detail = f"recorded {clip(recorded)!r}, now {clip(now)!r}"
+        super().__init__(f"your bot's reply at turn {turn} differs from the recording: not scored ({self.detail})")
+
+    def with_command(self, command: str) -> "ReplyChangedError":
+        self.command = command
+        self.args = (f"{self.args[0]}; score it with model credentials: {command}",)
+        return self

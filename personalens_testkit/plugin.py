@@ -18,7 +18,9 @@ from .errors import PersonalensError
 from .evaluation import Evaluation
 from .gating.expectations import PASS, Expectation, case_verdict
 from .gating.thresholds import ScenarioFloors, shortfalls
-from .plugin_support import STATE, ControllerHooks, is_case, project_root, runs_suites
+from .plugin_support import (
+    STATE, ControllerHooks, ProgressHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
+)
 from .run.controller import case_row
 from .run.header import check_calibration, header_lines, identity_lines
 from .run.state import Run, new_run_id
@@ -53,10 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                             help=setting.help)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(task_kind): a PersonaLens suite test, parametrized with one scenario per case"
     )
+    quiet_asyncio_default(config)
     options = {name: config.getoption(name) for name in OPTION_NAMES}
     try:
         settings = resolve_settings(options, project_root(config), os.environ)
@@ -72,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run = Run(settings, run_id=new_run_id(), is_controller=True)
         config.pluginmanager.register(ControllerHooks(run), "personalens-controller")
+        config.pluginmanager.register(ProgressHooks(run, config), "personalens-progress")
         if runs_suites(config, MARKER):
             try:
                 run.thresholds  # noqa: B018 - a broken thresholds or expectations file stops the run here, in one line
@@ -129,15 +134,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """With --concurrency K (and no xdist), evaluate the collected cases ahead, K at a time."""
+    """With --concurrency K, evaluate the cases ahead, K at a time (in each xdist worker, from its own queue)."""
     config = session.config
     run = config.stash.get(STATE, None)
     if run is None or run.settings.concurrency < 2 or config.option.collectonly:
         return
-    if hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None):
-        return  # xdist sends each worker one case at a time
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # the xdist controller runs no case: its workers evaluate ahead, each from its own queue
+    upcoming = xdist_upcoming(session) if hasattr(config, "workerinput") else None
+    if hasattr(config, "workerinput") and upcoming is None:
+        return  # a work-stealing scheduler takes queued cases back: no case is evaluated before it is run
     cases = [(item.nodeid, *is_case(item)) for item in session.items if is_case(item)]
-    run.runner.evaluate_ahead(cases)  # type: ignore[arg-type]
+    run.runner.evaluate_ahead(cases, upcoming)  # type: ignore[arg-type]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -191,10 +199,12 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
         message = redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}")
-        verdict = case_verdict(_expected(personalens_run, scenario), [], evaluation.error.source)
+        verdict = case_verdict(_expected(personalens_run, scenario), [], evaluation.error.source, evaluation.error.kind)
         request.node.stash[VERDICT] = verdict
         if verdict == "not scored":  # the benchmark's models failed, not the bot: counted apart
             pytest.skip(f"not scored (infrastructure): {message}")
+        if verdict == "reply changed":  # the bot changed and no model may be called: honest, not a failure of it
+            pytest.skip(f"not scored: {message}")
         if verdict == "expected failure":
             pytest.xfail(f"expected failure: {message}")
         pytest.fail(message, pytrace=False)

@@ -4,16 +4,21 @@ end-of-run summary and verdict). Glue: the work is done by :class:`~personalens_
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import json
+import threading
 from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
+from .agents.dialogue import ON_TURN
 from .data.models import Scenario
 from .errors import PersonalensError
 from .report.summary import format_comparison, format_summary, format_verdict
 from .run.controller import RunController
+from .run.progress import Progress
 from .run.state import Run
 from .secrets import redact
 
@@ -34,11 +39,62 @@ def project_root(config: pytest.Config) -> Path:
     args = [str(arg) for arg in config.invocation_params.args]
     values = [(started / args[i + 1]).resolve() for i, arg in enumerate(args[:-1]) if arg in _PATH_OPTIONS]
     if config.getoption("rootdir", None) or not any(root == v or root in v.parents for v in values):
-        return root
+        return _with_config(root)
     for folder in (started, *started.parents):
         if any((folder / name).is_file() for name in _ROOT_FILES):
-            return folder
-    return root
+            return _with_config(folder)
+    return _with_config(root)
+
+
+def _with_config(root: Path) -> Path:
+    """``root``, or the nearest folder above it with a personalens.toml when ``root`` has none of the testkit's
+    config (a suites folder run in a repository whose pytest has no config file of its own)."""
+    if (root / "personalens.toml").is_file() or _has_tool_table(root / "pyproject.toml"):
+        return root
+    return next((folder for folder in root.parents if (folder / "personalens.toml").is_file()), root)
+
+
+def _has_tool_table(pyproject: Path) -> bool:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return "[tool.personalens" in pyproject.read_text(encoding="utf-8")
+    return False
+
+
+def _asked_for_personalens(config: pytest.Config) -> bool:
+    """Whether this run meant to run the benchmark: an option of ours given, or a project config of ours."""
+    from .settings import OPTION_NAMES
+
+    root = project_root(config)
+    return (any(config.getoption(name, None) not in (None, False) for name in OPTION_NAMES)
+            or (root / "personalens.toml").is_file() or _has_tool_table(root / "pyproject.toml"))
+
+
+def xdist_upcoming(session: pytest.Session) -> Any:
+    """In an xdist worker: a function giving the node ids of the cases queued for it, in order (the next one
+    first); None when it cannot be known safely (the work-stealing scheduler takes queued cases back)."""
+    if getattr(session.config.option, "dist", "load") == "worksteal":
+        return None
+    interactor = next((p for p in session.config.pluginmanager.get_plugins()
+                       if hasattr(p, "torun") and hasattr(p, "nextitem_index")), None)
+    if interactor is None:
+        return None
+
+    def upcoming() -> list[str]:
+        with interactor.torun.lock() as queued:
+            indices = [interactor.nextitem_index, *queued]
+        items = session.items
+        return [items[i].nodeid for i in indices if isinstance(i, int) and 0 <= i < len(items)]
+
+    return upcoming
+
+
+def quiet_asyncio_default(config: pytest.Config) -> None:
+    """pytest-asyncio (a dependency's) warns in every project that does not set its loop scope; the suites use
+    no async fixture, so an unset scope gets the value it will default to (a project's own setting stays)."""
+    name = "asyncio_default_fixture_loop_scope"
+    with contextlib.suppress(ValueError, AttributeError, KeyError):
+        if not config.getini(name):
+            config._inicache[name] = "function"  # noqa: SLF001 - the only way to give an ini default to another plugin
 
 
 def runs_suites(config: pytest.Config, marker: str) -> bool:
@@ -153,3 +209,66 @@ class ControllerHooks:
             write(f"personalens: {kind} report -> {path}")
         if outcome is not None and outcome.recorded_rows:
             write(f"personalens: {outcome.recorded_rows} recorded result rows -> {self.run.recording.recorded_path}")
+        session = self.session
+        if (outcome is None and session is not None and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+                and not session.testscollected and _asked_for_personalens(session.config)):
+            write("personalens: no PersonaLens case was collected. A suite is a test file whose tests carry "
+                  "@pytest.mark.personalens: `personalens init` writes suites/test_personalens.py into this "
+                  "repository; then run `pytest suites/`", yellow=True)
+
+
+class ProgressHooks:
+    """The controlling process's progress display for a live run (see :mod:`~personalens_testkit.run.progress`)."""
+
+    def __init__(self, run: Run, config: pytest.Config) -> None:
+        self.run = run
+        self.run_config = config
+        self.progress: Progress | None = None
+        self.reporter: Any = None
+        self._stop = threading.Event()
+
+    def _start(self, config: pytest.Config, total: int) -> None:
+        if self.progress is not None or not total or config.option.collectonly or not self.run.models.live_roles:
+            return  # a pure replay takes seconds: quiet
+        self.reporter = config.pluginmanager.getplugin("terminalreporter")
+        if self.reporter is None:
+            return
+        tty = getattr(self.reporter, "isatty", False)
+        self.progress = Progress(total, interval_s=5.0 if tty else 30.0)
+        ON_TURN.set(self.progress.on_turn)  # the cases of this process (and their threads) tell it their turns
+        threading.Thread(target=self._tick, name="personalens-progress", daemon=True).start()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(session.config, "workerinput") and not getattr(session.config.option, "numprocesses", None):
+            self._start(session.config, sum(1 for item in session.items if is_case(item)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._start(self.run_config, sum(1 for nodeid in ids if "[user" in nodeid))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        line = getattr(report, "personalens_row", None)
+        if line is None or self.progress is None:
+            return
+        with contextlib.suppress(ValueError, KeyError):
+            row = json.loads(line)
+            text = self.progress.finished(row["scenario_id"], row.get("verdict") or row["status"])
+            if text is not None:
+                self._say(text)
+
+    def _say(self, text: str) -> None:
+        """A line of its own, after whatever pytest wrote on the current one (its progress dots)."""
+        writer = getattr(self.reporter, "_tw", None)
+        if getattr(writer, "width_of_current_line", 0):
+            self.reporter.write("\n")
+        self.reporter.write_line(text)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            progress = self.progress
+            text = progress.tick() if progress is not None else None
+            if text is not None:
+                self._say(text)
+
+    def pytest_sessionfinish(self) -> None:
+        self._stop.set()

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "personalens_testkit"
 
 #: bottom up; a module may import its own layer's modules and any layer below, never one above
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in (
-    "errors scales files timebox callsite secrets projectfiles",
+    "errors scales files timebox callsite secrets projectfiles scaffold",
     "data",
     "llm",
     "replay",

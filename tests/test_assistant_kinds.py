@@ -122,6 +122,9 @@ def test_each_kind_runs_the_suite_end_to_end(pytester, bot_server, name, kind, r
         assert [c["role"] for c in row["calls"]].count("assistant") == 3
     assert row["assistant_context"] == {"http": "I+S", "python": "I" if remembers else "none",
                                         "command": "I", "openai": "I"}[kind]
+    # the header names the bot as its rows do: its kind and context, no reference model
+    result.stdout.fnmatch_lines([f"personalens: data *; assistant {name} (kind {kind}, context "
+                                 f"{row['assistant_context']}); user agent *"])
     if kind == "http":
         assert "(I'll keep it around Toronto, Canada.)" in found[0]["transcript"][1]["content"]
     # the scripted judge was asked about the bot's real replies

@@ -186,3 +186,17 @@ def test_header_secrets_are_read_from_the_environment_at_call_time(fake_llm, mon
     assert "tok-123" not in repr(model)
     model.complete(ChatRequest(messages=(Message("user", "x"),), purpose="judge"))
     assert fake_llm.headers[-1]["X-Token"] == "Bearer tok-123"
+
+
+def test_a_teams_selection_lives_in_its_config(tmp_path):
+    (tmp_path / "personalens.toml").write_text(
+        'assistant = "my-bot"\nprofiles = "7,53"\ndomains = "Alarm,Movies"\ntask_kind = "sd"\nmax_turns = 6\n'
+        '[assistants.my-bot]\nkind = "http"\nurl = "http://127.0.0.1:9/reply"\n')
+    s = resolve_settings({}, tmp_path, {})
+    assert s.assistant == "my-bot" and s.max_turns == 6
+    assert (s.selection.profiles, s.selection.domains, s.selection.task_kind) == ((7, 53), ("Alarm", "Movies"), "sd")
+    s = resolve_settings({"task_kind": "md", "max_turns": 3}, tmp_path, {})  # an option wins over the key
+    assert (s.selection.task_kind, s.max_turns, s.selection.profiles) == ("md", 3, (7, 53))
+    (tmp_path / "personalens.toml").write_text('task_kind = "all"\n')
+    with pytest.raises((UsageError, ConfigError), match="task_kind|--task-kind"):
+        resolve_settings({}, tmp_path, {})

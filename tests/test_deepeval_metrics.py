@@ -178,3 +178,32 @@ def test_importing_the_metrics_changes_no_environment_variable():
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPEVAL")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_one_metric_judges_many_users_from_each_test_cases_metadata(judge_model, fake_llm):
+    """A team's own users, not benchmark scenarios: each test case carries its user context."""
+    from deepeval.test_case import ConversationalTestCase, Turn
+
+    metric = PersonalizationMetric(judge_model)
+    cases = [
+        ConversationalTestCase(turns=[Turn(role="user", content="Book dinner"), Turn(role="assistant", content="Done.")],
+                               metadata={"personalens_context": {
+                                   "user_id": "cust-4711", "preferences": {"Restaurants": {"Cuisine": "Thai"}},
+                                   "goal": "A table is booked"}}),
+        ConversationalTestCase(turns=[Turn(role="user", content="Play music"), Turn(role="assistant", content="Sure.")],
+                               metadata={"personalens_context": {"preferences": {"Genre": "jazz"}}}),
+        ConversationalTestCase(turns=[Turn(role="user", content="Alarm"), Turn(role="assistant", content="Set.")],
+                               metadata={"scenario_id": "user7-SD-Alarm-task-1"}),
+    ]
+    for case in cases:
+        assert metric.measure(case) == pytest.approx(2 / 3)
+    prompts = [body["messages"][1]["content"] for body in fake_llm.requests]
+    assert "- user_id: cust-4711" in prompts[0] and "- Cuisine: Thai" in prompts[0]
+    assert "- Genre: jazz" in prompts[1] and "(not known)" in prompts[1]  # flat preferences; no demographics given
+    assert "- user_id: user7" in prompts[2]
+    with pytest.raises(UsageError, match=r"no user context for this test case"):
+        metric.measure(ConversationalTestCase(turns=[Turn(role="user", content="x"), Turn(role="assistant", content="y")]))
+    with pytest.raises(UsageError, match=r"personalens_context: demographics.age: Input should be a valid string"):
+        metric.measure(ConversationalTestCase(
+            turns=[Turn(role="user", content="x"), Turn(role="assistant", content="y")],
+            metadata={"personalens_context": {"demographics": {"age": 35}}}))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, suite_project
+from .support.project import latest_results, recorded_rows, suite_project, write_recorded
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm"]
@@ -50,23 +50,24 @@ def test_a_recording_replays_offline_and_reproduces_every_row(project):
         recording = run(project, fake.url, *ALARM, "--record-mode", "once")
     recording.assert_outcomes(passed=4, deselected=1)
     recording.stdout.fnmatch_lines(["personalens: record mode once: 0 of 4 selected scenarios have a cassette in *",
-                                    "personalens: 4 recorded result rows -> */cassettes/reference/results.jsonl"])
+                                    "personalens: 4 recorded result rows -> */cassettes/reference/results.jsonl.xz"])
     files = sorted(p.name for p in cassette_dir(project).iterdir())
-    assert files == ["results.jsonl"] + [f"user7-SD-Alarm-task-{n}.json.xz" for n in range(1, 5)]
+    assert files == ["results.jsonl.xz"] + [f"user7-SD-Alarm-task-{n}.json.xz" for n in range(1, 5)]
     assert len(fake.requests) == 4 * 12
 
     first = run(project, DEAD, *ALARM)  # the model server is gone
     first.assert_outcomes(passed=4, deselected=1)
-    first.stdout.fnmatch_lines(["personalens: replaying 4 of 4 selected scenarios offline from */cassettes/reference; each must reproduce its recorded result (cassettes/reference/results.jsonl)"])
+    first.stdout.fnmatch_lines(["personalens: replaying 4 of 4 selected scenarios offline from */cassettes/reference; each must reproduce its recorded result (cassettes/reference/results.jsonl.xz)"])
     rows_first = last_rows(project)
     second = run(project, DEAD, *ALARM)
     second.assert_outcomes(passed=4, deselected=1)
     rows_second = last_rows(project)
     assert [json.dumps(without_timings(r)) for r in rows_first] == [json.dumps(without_timings(r)) for r in rows_second]
-    recorded = {json.loads(line)["scenario_id"]: json.loads(line) for line in (cassette_dir(project) / "results.jsonl").open()}
+    recorded = {row["scenario_id"]: row for row in recorded_rows(cassette_dir(project))}
     for row in rows_first:
         assert row["scores"] == recorded[row["scenario_id"]]["scores"] == fake.script.scores
-        assert row["transcript"] == recorded[row["scenario_id"]]["transcript"]
+        assert recorded[row["scenario_id"]]["transcript"] == []  # kept slim: the cassette holds the dialogue
+        assert row["turns"] == recorded[row["scenario_id"]]["turns"] and row["transcript"]
         assert row["cassette"] == f"cassettes/reference/{row['scenario_id']}.json.xz"
 
 
@@ -119,10 +120,9 @@ def test_a_changed_request_is_one_clear_miss_never_a_stale_answer(project):
 def test_a_replay_that_scores_differently_from_its_recording_fails(project):
     with FakeLLM() as fake:
         run(project, fake.url, *ALARM, "-k", "task-1", "--record-mode", "once")
-    results = cassette_dir(project) / "results.jsonl"
-    row = json.loads(results.read_text())
+    (row,) = recorded_rows(cassette_dir(project))
     row["scores"]["personalization"] = 2
-    results.write_text(json.dumps(row) + "\n")
+    write_recorded(cassette_dir(project), [row])
     result = run(project, DEAD, *ALARM)
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines([
@@ -141,7 +141,7 @@ def test_a_failed_scenario_keeps_no_half_recorded_cassette(project):
 def test_rejudge_scores_recorded_dialogues_with_another_judge(project):
     with FakeLLM(Script(terminate_after=1)) as fake:
         run(project, fake.url, *ALARM, "--record-mode", "once").assert_outcomes(passed=4, deselected=1)
-    recorded = {json.loads(line)["scenario_id"]: json.loads(line) for line in (cassette_dir(project) / "results.jsonl").open()}
+    recorded = {row["scenario_id"]: row for row in last_rows(project)}  # the recording run's own rows
     stricter = Script(terminate_after=1)
     stricter.scores = {**stricter.scores, "personalization": 4, "naturalness_assistant": 3}
     with FakeLLM(stricter) as judge:
@@ -186,16 +186,53 @@ def test_a_bot_is_live_in_a_replay_and_a_changed_bot_is_a_miss(project):
     same = run(project, DEAD, *args)  # the unchanged bot, live; the models replay
     same.assert_outcomes(passed=1, deselected=1)
     assert len(calls.read_text().splitlines()) == 6
-    project._monkeypatch.setenv("BOT_TEXT", "Something else entirely.")  # noqa: SLF001
-    changed = run(project, DEAD, *args)
-    changed.assert_outcomes(skipped=1, deselected=1)
-    changed.stdout.fnmatch_lines(["*ReplayMissError): user7-SD-Alarm-task-1: user agent (reply, turn 1): no recorded request "
-                                  "matches it (prompts, model settings or the assistant's replies differ*"])
     # re-judging replays the bot's recorded turns: it is not called
     before = len(calls.read_text().splitlines())
     with FakeLLM() as judge:
         run(project, judge.url, *args, "--rejudge", "--record-mode", "once").assert_outcomes(passed=1, deselected=1)
     assert len(calls.read_text().splitlines()) == before and len(judge.requests) == 6
+
+
+def test_a_changed_bot_is_not_scored_offline_and_scored_live_from_where_it_changed(project):
+    """The PR gate for a bot that changes what it says: offline, an honest "not scored" blamed on nobody's
+    failure but named as the bot's change, with the command that scores it; with credentials and
+    new_episodes, the unchanged part replays and the models are called live from the changed turn."""
+    project.makepyfile(mybot=BOT)
+    project.makefile(".toml", personalens='[assistants.my-bot]\nkind = "python"\ncallable = "mybot:reply"\npath = ["."]\n')
+    args = [*ALARM, "-k", "task-1", "--assistant", "my-bot"]
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        run(project, fake.url, *args, "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+    project._monkeypatch.setenv("BOT_TEXT", "Something else entirely.")  # noqa: SLF001
+    changed = run(project, DEAD, *args)
+    changed.assert_outcomes(skipped=1, deselected=1)
+    assert changed.ret == pytest.ExitCode.TESTS_FAILED
+    command = "pytest 'test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' --assistant my-bot " \
+              "--record-mode new_episodes"
+    changed.stdout.fnmatch_lines([
+        "  not scored: user7-SD-Alarm-task-1: the dialogue failed (ReplyChangedError): your bot's reply at turn 1 "
+        "differs from the recording: not scored (recorded 'Your usual alarm is set.', now 'Something else entirely.'); "
+        f"score it with model credentials: {command}",
+        "personalens: verdict: FAILED (1 cases: 0 regression(s), 0 expected failure(s), 0 unexpected pass(es), "
+        "0 not scored, 1 with a changed bot reply)",
+        "personalens: FAILED 1 case(s) not scored: your bot's replies differ from the recording, and an offline replay "
+        "calls no model (user7-SD-Alarm-task-1); score them live with model credentials and --record-mode "
+        "new_episodes, or re-record the cassettes",
+    ])
+    (row,) = last_rows(project)
+    assert row["error"]["source"] == "assistant" and row["verdict"] == "reply changed" and row["scores"] is None
+
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        live = run(project, fake.url, *args, "--record-mode", "new_episodes")
+    live.assert_outcomes(passed=1, deselected=4)
+    (row,) = last_rows(project)
+    by_role = {role: [c["replayed"] for c in row["calls"] if c["role"] == role] for role in ("user_agent", "assistant", "judge")}
+    assert by_role["user_agent"][0] is True  # the opening replays: it came before the change
+    assert not any(by_role["assistant"]) and not any(by_role["user_agent"][1:]) and not any(by_role["judge"])
+    assert len(fake.requests) == len(row["calls"]) - 1 - len(by_role["assistant"])  # live: everything after the change
+    live.stdout.fnmatch_lines(["calls and tokens: user agent * calls (1 replayed, * live)*"])
+    # the new turns joined the cassette: the changed bot now replays offline
+    again = run(project, DEAD, *args)
+    again.assert_outcomes(passed=1, deselected=1)
 
 
 def test_xdist_record_and_replay_lose_nothing(project):
@@ -208,11 +245,11 @@ def test_xdist_record_and_replay_lose_nothing(project):
     cassettes = list(cassette_dir(project).glob("*.json.xz"))
     assert len(cassettes) == total
     assert not [p for p in cassette_dir(project).iterdir() if p.name.startswith(".")]  # no temporary files left
-    recorded = (cassette_dir(project) / "results.jsonl").read_text().splitlines()
+    recorded = recorded_rows(cassette_dir(project))
     assert len(recorded) == total
     replay = run(project, DEAD, *args, "-n", "16", subprocess=True)
     assert replay.parseoutcomes().get("passed") == total, replay.stdout.str()[-2000:]
-    assert sorted(r["scenario_id"] for r in last_rows(project)) == sorted(json.loads(r)["scenario_id"] for r in recorded)
+    assert sorted(r["scenario_id"] for r in last_rows(project)) == sorted(r["scenario_id"] for r in recorded)
 
 
 def test_bedrock_replays_with_no_aws_credentials_and_no_secret_is_stored(project, monkeypatch, tmp_path):
@@ -263,3 +300,16 @@ endpoint_url = "{fake.url.removesuffix('/v1')}"
         monkeypatch.delenv(name)
     result = run(project, DEAD, *args)  # no credentials, no region, no server
     result.assert_outcomes(passed=1, deselected=1)
+
+
+def test_a_recording_made_through_a_gateway_replays_without_it(project):
+    """A model's identity in a cassette is its spec, not the base URL the environment gave it: recorded through
+    a gateway (another path, another host), replayed where OPENAI_BASE_URL is not set at all."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        gateway = fake.url.replace("/v1", "/team-gateway/openai/v1")
+        run(project, gateway, *ALARM, "-k", "task-1", "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
+    stored = json.loads(lzma.decompress((cassette_dir(project) / "user7-SD-Alarm-task-1.json.xz").read_bytes()))
+    assert stored["interactions"][0]["request"]["uri"] == "http://local/team-gateway/openai/v1/chat/completions"
+    project._monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # noqa: SLF001
+    replay = project.runpytest(*SPECS, *ALARM)  # would go to https://api.openai.com/v1: nothing is sent
+    replay.assert_outcomes(passed=1, deselected=1)

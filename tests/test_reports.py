@@ -249,3 +249,32 @@ def test_agreement_with_human_labels(tmp_path, capsys):
     # task completion: 2x2 [[3, 1], [0, 2]] -> p_o 5/6, p_e (4/6*3/6 + 2/6*3/6) = 1/2 -> kappa 2/3
     assert by_name["task_completion"][:3] == ["6", "0.833", "0.667"]
     assert by_name["personalization"][:2] == ["6", "0.667"] and by_name["naturalness_user"][0] == "0"
+
+
+def test_html_and_commands_polish(project, capsys, tmp_path):
+    """A --baseline run's HTML has its comparison; `personalens report` keeps the run's metadata; rated bars
+    start at the bottom of their scale; `personalens compare ... | head` ends quietly."""
+    import subprocess
+    import sys
+
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake, *WIDE)
+        base = run_dir(project) / "results.jsonl"
+        run(project, fake, *WIDE, "--baseline", str(base))
+    html = (run_dir(project) / "report.html").read_text()
+    assert "<h2>Baseline comparison</h2>" in html and "13 of the base's 13 scored scenarios paired" in html
+    assert cli(["report", str(base), "--html", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    again = (tmp_path / "r.html").read_text()
+    assert "judge\nopenai:fake-judge" in again and "user agent openai:fake-user" in again  # the run's own models
+    # a personalization of 1.0 (the scale's bottom) draws a bar of no length, not a quarter of the chart
+    low = Script(terminate_after=1)
+    low.scores = {**low.scores, "personalization": 1}
+    with FakeLLM(low) as fake:
+        run(project, fake, *ALARM)
+    bars = (run_dir(project) / "report.html").read_text().split("data-metric='personalization'", 1)[1]
+    assert "class='bar' x='96' y='24' width='1.0'" in bars
+    piped = subprocess.run(f"{sys.executable} -m personalens_testkit.cli compare {base} {base} | head -1", shell=True,
+                           capture_output=True, text=True, cwd=project.path)
+    assert "Traceback" not in piped.stderr and piped.stdout.startswith("paired comparison")

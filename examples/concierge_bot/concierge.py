@@ -13,7 +13,7 @@ It is deliberately simple, but it personalizes the way the benchmark rewards: wh
 testkit gives it the user's past-interaction summaries (``context = ["interactions"]``),
 it proposes what the user usually prefers instead of asking for it.
 
-``CONCIERGE_VARIANT`` changes it, for the README's worked example of expectations: ``forgetful``
+``CONCIERGE_VARIANT`` changes it, for the worked example of expectations in docs/gates-and-reports.md: ``forgetful``
 never recalls a preference (a regression), ``attentive`` recalls the first thing a summary says
 when no sentence states a habit (it newly passes scenarios the plain bot fails).
 """

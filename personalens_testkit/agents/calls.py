@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from ..callsite import CallRole, CallSite
+from ..callsite import CALL_OUTCOME, CallRole, CallSite
 from ..llm.base import ChatModel, ChatRequest, ChatResponse
 from ..llm.calling import make_call
 from ..llm.retry import RetryPolicy
@@ -33,6 +33,8 @@ class CallRecord:
     #: prompt tokens read from / written to the provider's prompt cache (Bedrock reports them)
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    #: whether a cassette answered it (False: the model or bot was called live)
+    replayed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # every field is a plain value: no need for asdict's deep copy
@@ -53,14 +55,19 @@ class CallLog:
     def run(self, call: Callable[[], T], *, role: CallRole, label: str, turn: int) -> T:
         """Make one call (see :func:`~personalens_testkit.llm.calling.make_call`) and log its time and tokens."""
         started = time.perf_counter()
-        result, attempts = make_call(call, CallSite(role=role, label=label, turn=turn), policy=self.retry,
-                                     deadline=self.deadline, time_limit_s=self.time_limit_s)
+        outcome = {"replayed": False}
+        token = CALL_OUTCOME.set(outcome)
+        try:
+            result, attempts = make_call(call, CallSite(role=role, label=label, turn=turn), policy=self.retry,
+                                         deadline=self.deadline, time_limit_s=self.time_limit_s)
+        finally:
+            CALL_OUTCOME.reset(token)
         self.add(CallRecord(
             role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
             prompt_tokens=getattr(result, "prompt_tokens", None),
             completion_tokens=getattr(result, "completion_tokens", None), attempts=attempts,
             cache_read_tokens=getattr(result, "cache_read_tokens", None),
-            cache_write_tokens=getattr(result, "cache_write_tokens", None),
+            cache_write_tokens=getattr(result, "cache_write_tokens", None), replayed=outcome["replayed"],
         ))
         return result
 

@@ -3,11 +3,20 @@
 The only module that imports deepeval (the rest of the testkit never does), so teams can
 reuse the PersonaLens judge in their own deepeval code::
 
-    from personalens_testkit.agents.deepeval_metrics import PersonalizationMetric, scenario_context
-    metric = PersonalizationMetric("openai:gpt-4o", scenario_context("user7-SD-Alarm-task-1"), threshold=0.5)
-    metric.measure(ConversationalTestCase(turns=[Turn(role="user", content=...), ...]))
+    from personalens_testkit.agents.deepeval_metrics import PersonalizationMetric
+    metric = PersonalizationMetric("openai:gpt-4o", threshold=0.5)
+    case = ConversationalTestCase(turns=[Turn(role="user", content=...), ...],
+                                  metadata={"personalens_context": {"user_id": "cust-4711",
+                                      "preferences": {"Restaurants": {"Cuisine": "Thai"}}, "goal": "..."}})
+    metric.measure(case)
     metric.raw_score   # on the benchmark's 1-4 scale
     metric.score       # the same, mapped to 0-1 for deepeval's thresholds only
+
+The user context comes from each test case's ``metadata`` - ``personalens_context`` (a
+:class:`~personalens_testkit.data.user_context.UserContext` as a dict: demographics, preferences,
+interactions, situation, task, goal; all optional) or ``scenario_id`` (a benchmark scenario) - so one
+``evaluate()`` covers many users; a ``context`` given to the metric (a UserContext, a dict, a scenario id
+or a ScenarioContext) is used for every test case instead.
 
 The judge model is a chat model of ours or a spec string / ``[models]`` name, resolved as a run
 resolves it (the project config, ``OPENAI_BASE_URL``; see :func:`judge_model`). The metrics
@@ -26,13 +35,15 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from deepeval.metrics import BaseConversationalMetric
 from deepeval.test_case import ConversationalTestCase, Turn
+from pydantic import ValidationError
 
 from ..data.context import ScenarioContext, build_context
 from ..data.loader import Dataset, open_dataset
+from ..data.user_context import UserContext
 from ..errors import UsageError
 from ..llm.base import ChatModel, Message
 from ..llm.retry import RetryPolicy
@@ -58,6 +69,24 @@ def scenario_context(scenario_id: str, dataset: Dataset | None = None) -> Scenar
         if scenario.scenario_id == scenario_id:
             return build_context(dataset, scenario)
     raise UsageError(f"no scenario {scenario_id!r} in {dataset.label}")
+
+
+ContextLike = Union[ScenarioContext, UserContext, dict, str]
+
+
+def as_context(given: ContextLike) -> Any:
+    """What the judge reads, from a scenario context, a UserContext, its dict form, or a benchmark scenario id."""
+    if isinstance(given, ScenarioContext):
+        return given
+    if isinstance(given, str):
+        return scenario_context(given)
+    try:
+        context = given if isinstance(given, UserContext) else UserContext.model_validate(given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"personalens_context: {'.'.join(map(str, first['loc'])) or 'context'}: "
+                         f"{str(first['msg']).removeprefix('Value error, ')}") from None
+    return context.judged()
 
 
 def to_messages(test_case: ConversationalTestCase) -> list[Message]:
@@ -112,7 +141,7 @@ def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
 class _PersonaLensMetric(BaseConversationalMetric):
     metric: Metric
 
-    def __init__(self, model: ChatModel | str, context: ScenarioContext, threshold: float = 0.5,
+    def __init__(self, model: ChatModel | str, context: ContextLike | None = None, threshold: float = 0.5,
                  retries: int = 3) -> None:
         # every argument is kept under its own name: deepeval rebuilds a metric from them (copy_metrics)
         self.model = model
@@ -138,14 +167,26 @@ class _PersonaLensMetric(BaseConversationalMetric):
         self.evaluation_cost = None
         self.verbose_logs = None
 
-    def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
+    def _judge(self, judge: Judge, context: Any, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
         raise NotImplementedError
+
+    def context_for(self, test_case: ConversationalTestCase) -> Any:
+        """The user context of this test case: the metric's own, else the test case's metadata."""
+        given = self.context
+        if given is None:
+            metadata = getattr(test_case, "metadata", None) or vars(test_case).get("additional_metadata") or {}
+            given = metadata.get("personalens_context") or metadata.get("scenario_id")
+        if given is None:
+            raise UsageError("no user context for this test case: give the metric a context, or put one in the test "
+                             "case's metadata['personalens_context'] (or its 'scenario_id')")
+        return as_context(given)
 
     def measure(self, test_case: ConversationalTestCase, *args: Any, **kwargs: Any) -> float:
         self._reset()
         log = CallLog(retry=RetryPolicy(attempts=self.retries + 1))
         try:
-            raw, reason = self._judge(Judge(self._chat), neutralise(to_messages(test_case)), log)
+            context = self.context_for(test_case)
+            raw, reason = self._judge(Judge(self._chat), context, neutralise(to_messages(test_case)), log)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             self.success = False
@@ -182,8 +223,8 @@ class TaskCompletionMetric(_PersonaLensMetric):
 
     metric = TASK_COMPLETION
 
-    def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
-        answer = judge.task_completion(self.context, messages, log)
+    def _judge(self, judge: Judge, context: Any, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
+        answer = judge.task_completion(context, messages, log)
         return answer.verdict, answer.explanation
 
 
@@ -192,15 +233,15 @@ class PersonalizationMetric(_PersonaLensMetric):
 
     metric = PERSONALIZATION
 
-    def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
-        answer = judge.personalization(self.context, messages, log)
+    def _judge(self, judge: Judge, context: Any, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
+        answer = judge.personalization(context, messages, log)
         return answer.score, answer.justification
 
 
 class _RatedSide(_PersonaLensMetric):
     sides: dict[str, Metric]
 
-    def __init__(self, model: ChatModel | str, context: ScenarioContext, side: Side = "assistant",
+    def __init__(self, model: ChatModel | str, context: ContextLike | None = None, side: Side = "assistant",
                  threshold: float = 0.5, retries: int = 3) -> None:
         if side not in self.sides:
             raise UsageError(f"side must be 'user' or 'assistant' (got {side!r})")
@@ -208,7 +249,7 @@ class _RatedSide(_PersonaLensMetric):
         self.side = side  # kept: deepeval's copy passes it back, so the copy judges the same side
         self.metric = self.sides[side]
 
-    def _judge(self, judge: Judge, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
+    def _judge(self, judge: Judge, context: Any, messages: list[Message], log: CallLog) -> tuple[int | bool, str]:
         answer = judge.rating(self.metric, messages, log)
         return answer.score, answer.justification
 
@@ -226,6 +267,6 @@ class CoherenceMetric(_RatedSide):
 
 
 __all__ = [
-    "CoherenceMetric", "NaturalnessMetric", "PersonalizationMetric", "TaskCompletionMetric", "judge_model", "normalise",
-    "scenario_context", "to_messages", "to_test_case",
+    "CoherenceMetric", "NaturalnessMetric", "PersonalizationMetric", "TaskCompletionMetric", "UserContext", "as_context",
+    "judge_model", "normalise", "scenario_context", "to_messages", "to_test_case",
 ]

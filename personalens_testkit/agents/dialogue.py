@@ -12,8 +12,10 @@ error still holds the transcript up to the failed call.
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Callable
 
 from ..assistants.base import Assistant, AssistantInput
 from ..data.context import ScenarioContext
@@ -50,6 +52,16 @@ def turn_limit(kind: TaskKind, override: int | None = None) -> int:
     return override if override is not None else MAX_TURNS[kind]
 
 
+#: Told of each finished turn (scenario id, turns done, turn limit): the run's progress display, when it shows one.
+ON_TURN: ContextVar[Callable[[str, int, int], None] | None] = ContextVar("personalens_on_turn", default=None)
+
+
+def _tell(scenario_id: str, turn: int, max_turns: int) -> None:
+    listener = ON_TURN.get()
+    if listener is not None:
+        listener(scenario_id, turn, max_turns)
+
+
 def run_dialogue(
     dialogue: Dialogue, ctx: ScenarioContext, user: UserAgent, assistant: Assistant, *, max_turns: int
 ) -> Dialogue:
@@ -58,12 +70,14 @@ def run_dialogue(
         if opening.terminate:
             dialogue.notes.append("the opening query contained TERMINATE: removed (an opening never ends the dialogue)")
         dialogue.messages.append(Message("user", opening.text))
+        _tell(ctx.scenario.scenario_id, 0, max_turns)
         for turn in range(1, max_turns + 1):
             _assistant_turn(dialogue, ctx, assistant, turn, label="reply")
             answer = user.follow_up(ctx, dialogue.messages, dialogue.log, turn=turn)
             dialogue.messages.append(Message("user", answer.text))
             logger.info("%s: turn %d of at most %d done%s", ctx.scenario.scenario_id, turn, max_turns,
                         " (the user said TERMINATE)" if answer.terminate else "")
+            _tell(ctx.scenario.scenario_id, turn, max_turns)
             if answer.terminate:
                 _assistant_turn(dialogue, ctx, assistant, turn + 1, label="final reply")
                 dialogue.termination = Termination.USER_TERMINATED

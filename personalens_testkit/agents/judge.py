@@ -71,7 +71,7 @@ class Judge:
     turn_method: str = "chain"
 
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
-        rubric = fill("judge_task_completion", goal=ctx.scenario.task.goal)
+        rubric = fill("judge_task_completion", goal=ctx.goal)
         return self._ask(messages, TASK_COMPLETION, TaskCompletionAnswer, rubric, log)
 
     def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *,
@@ -146,7 +146,7 @@ class Judge:
     def preference_leak(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
         """Whether the user agent's opening message states preferences it should leave implicit (verdict true = leaked)."""
         opening = next((m.content for m in messages if m.role == "user"), "")
-        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.scenario.task.user_intent,
+        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.intent,
                       opening=opening)
         request = ChatRequest(
             messages=(Message("system", fill("judge_system")), Message("user", prompt)),
@@ -172,11 +172,11 @@ class Judge:
 def judge_demographics_block(ctx: ScenarioContext) -> str:
     """The demographics as the paper's judge reads them: the profile's user id first (upstream's judge
     sees it; its user agent does not)."""
-    return bullet_pairs([("user_id", ctx.scenario.user_id), *ctx.demographics.items()])
+    return bullet_pairs([("user_id", ctx.user_id), *ctx.demographics.items()])
 
 
 def personalization_scale(ctx: ScenarioContext) -> str:
     """The personalization rubric with its worked examples and everything known about the user."""
     return fill("judge_personalization_scale", demographics=judge_demographics_block(ctx),
-                preferences=preferences_block(ctx), task=ctx.scenario.task.user_intent,
+                preferences=preferences_block(ctx), task=ctx.intent,
                 interactions=interactions_block(ctx.interactions), situation=situation_block(ctx))

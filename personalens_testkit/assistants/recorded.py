@@ -4,6 +4,12 @@ scenario's cassette (or, when re-judging, read back from it).
 A bot's code may change behind an unchanged request, so its replies are never replayed in
 place of calling it - except by ``--rejudge``, which replays a recorded dialogue to judge it
 again. Its turns are stored as ``ASSISTANT_URI`` interactions of the cassette.
+
+In an offline replay (``none``), a reply that differs from the recorded one for the same turn
+ends the case at once with :class:`~personalens_testkit.errors.ReplyChangedError`: the rest of the
+dialogue was never recorded, so no model can answer it offline, and the case is *not scored* -
+the bot's doing, not the benchmark's models'. With ``new_episodes`` the models are called live
+from that turn on, and the new turns join the cassette.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import ReplyChangedError
 from ..replay.cassettes import ASSISTANT_URI
 from ..replay.router import ACTIVE
 from .base import Assistant, AssistantInput, AssistantReply
@@ -40,7 +47,12 @@ class RecordedBot:
                 raise CannotOverwriteExistingCassetteException(cassette=cassette, failed_request=request)
             return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
         reply = self.inner.reply(turn)
-        if not cassette.write_protected and not self._recorded_already(cassette, request, reply):
+        recorded = self._recorded_replies(cassette, request)
+        if cassette.write_protected:
+            if recorded and reply.text not in recorded:
+                raise ReplyChangedError(turn.turn, recorded[-1], reply.text)
+            return reply
+        if not (cassette.record_mode == "new_episodes" and reply.text in recorded):  # not stored twice
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
             cassette.append(request, {
@@ -51,12 +63,11 @@ class RecordedBot:
         return reply
 
     @staticmethod
-    def _recorded_already(cassette: Any, request: Any, reply: AssistantReply) -> bool:
-        """new_episodes: the same turn with the same reply is in the cassette already (not stored twice)."""
-        if cassette.record_mode != "new_episodes" or not cassette.can_play_response_for(request):
-            return False
-        stored = json.loads(cassette.play_response(request)["body"]["string"])
-        return stored.get("reply") == reply.text
+    def _recorded_replies(cassette: Any, request: Any) -> list[str]:
+        """The replies recorded for this very turn (the same request), read without playing them."""
+        if cassette.record_mode == "all" or not hasattr(cassette, "recorded_responses"):
+            return []
+        return [json.loads(found["body"]["string"]).get("reply") for found in cassette.recorded_responses(request)]
 
     def check(self) -> None:
         if not self.replay:

@@ -1,6 +1,7 @@
 """``personalens`` command line: look at the benchmark data, serve the embedded model, and make reports,
 verdicts and comparisons from the rows of runs.
 
+    personalens init [DIR] [--assistant NAME] [--kind http]          add a suite, config, thresholds and a CI gate
     personalens data stats [--personalens-data DIR] [--sample 50]   scenario counts by kind and domain
     personalens data check [--personalens-data DIR]                 validate every data file
     personalens serve-model [--port N] [--model FILE.gguf]           run the embedded server in the foreground
@@ -10,19 +11,21 @@ verdicts and comparisons from the rows of runs.
     personalens merge RESULTS... --output P [--html P] [...]        join shards' results into one report and gates
     personalens expectations update RESULTS [--output P]            record each scenario's expected outcome from a run
     personalens calibrate --judge-model SPEC [--repeat K] [--slice N] can this judge tell good from bad? (exit 1: a bar missed)
+    personalens judge CONVERSATIONS.jsonl [--context FILE]          the judge on your own conversations: rows and reports
 
-Running the benchmark itself is ``pytest suites/`` (see README).
+Running the benchmark itself is ``pytest suites/`` (see docs/running.md; this command: docs/command-line.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
 from ..errors import PersonalensError
 from ..secrets import redact
-from . import calibrate, data, results
+from . import calibrate, data, init, judge, results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_commands(sub)
     results.add_commands(sub)
     calibrate.add_commands(sub)
+    init.add_commands(sub)
+    judge.add_commands(sub)
     return parser
 
 
@@ -42,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PersonalensError as exc:
         print(redact(f"personalens: error: {exc}"), file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `personalens compare ... | head`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     The verdict is a run's: each row's own (recorded when it ran), gates over every row, infrastructure errors."""
     settings = _settings(args)
     expectations = load_expectations(settings.expectations) if settings.expectations else None
-    report = build_report(rows, load_thresholds(settings.thresholds_path), run={"source": source},
+    report = build_report(rows, load_thresholds(settings.thresholds_path), run=run_of(rows, source),
                           expectations=expectations)
     for line in format_summary(report):
         print(line)
@@ -70,6 +70,18 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     for line in report.verdict.failures:
         print(f"FAILED {line}")
     return 0 if report.verdict.passed else 1
+
+
+def run_of(rows: list[ResultRow], source: str) -> dict[str, object]:
+    """The run's metadata, as its rows carry it (the models, the assistant, its run id or ids), and the source."""
+    fields = ("run_id", "assistant", "assistant_kind", "assistant_context", "assistant_model", "assistant_prompt",
+              "user_model", "judge_model", "record_mode")
+    found: dict[str, object] = {"source": source}
+    for name in fields:
+        values = sorted({str(getattr(row, name)) for row in rows if getattr(row, name) not in (None, "")})
+        if values:
+            found[name] = values[0] if len(values) == 1 else ", ".join(values)
+    return found
 
 
 def _compare(args: argparse.Namespace) -> int:

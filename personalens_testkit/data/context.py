@@ -26,6 +26,19 @@ class ScenarioContext:
     def situation_pairs(self) -> list[tuple[str, str]]:
         return self.scenario.situation.as_pairs()
 
+    # what the judge reads (a team's own conversation gives the same through :class:`.user_context.UserContext`)
+    @property
+    def user_id(self) -> str:
+        return self.scenario.user_id
+
+    @property
+    def intent(self) -> str:
+        return self.scenario.task.user_intent
+
+    @property
+    def goal(self) -> str:
+        return self.scenario.task.goal
+
 
 def build_context(dataset: Dataset, scenario: Scenario) -> ScenarioContext:
     profile: Profile = dataset.profile(scenario.user_id)

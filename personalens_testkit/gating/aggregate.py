@@ -24,14 +24,24 @@ from .intervals import mean_estimate, rate_estimate
 from .stats import Estimate
 from .thresholds import Gate
 
-__all__ = ["GROUP_TITLES", "GateResult", "GroupSummary", "HEADLINE", "SHORT", "evaluate_gates", "group_rows",
-           "is_assistant_error", "scenario_values", "summarise"]
+__all__ = ["GROUP_TITLES", "GateResult", "GroupSummary", "HEADLINE", "REPLY_CHANGED", "SHORT", "evaluate_gates",
+           "group_rows", "is_assistant_error", "is_reply_changed", "scenario_values", "summarise"]
 GROUP_TITLES = {"overall": "all", "sd": "single-domain", "md": "multi-domain"}
 
 
+#: the error of a case whose bot answered a recorded turn differently in an offline replay: not scored
+REPLY_CHANGED = "ReplyChangedError"
+
+
 def is_assistant_error(row: ResultRow) -> bool:
-    """An error of the bot under test (it counts against the bot); any other error is infrastructure."""
-    return row.status == "error" and row.error is not None and row.error.source == "assistant"
+    """An error of the bot under test (it counts against the bot); any other error is infrastructure. A bot
+    whose reply changed in an offline replay did not fail: its case is not scored (see :data:`REPLY_CHANGED`)."""
+    return (row.status == "error" and row.error is not None and row.error.source == "assistant"
+            and row.error.kind != REPLY_CHANGED)
+
+
+def is_reply_changed(row: ResultRow) -> bool:
+    return row.status == "error" and row.error is not None and row.error.kind == REPLY_CHANGED
 
 
 def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:

@@ -31,11 +31,11 @@ from ..files import write_atomically
 from ..replay.store import assistant_dir
 from ..results.rows import ResultRow
 from ..scales import METRIC_NAMES
-from .aggregate import is_assistant_error
+from .aggregate import REPLY_CHANGED, is_assistant_error
 
 FILE_NAME = "expectations.yaml"
 ERROR = "error"
-CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored"]
+CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed"]
 
 
 def location(configured: Path | None, cassette_dir: Path, assistant: str) -> Path:
@@ -141,9 +141,13 @@ def update_expectations(path: Path, rows: list[ResultRow]) -> tuple[Expectations
     return updated, changes
 
 
-def case_verdict(expectation: Expectation, missed: Iterable[str], error_source: str | None = None) -> CaseVerdict:
+def case_verdict(expectation: Expectation, missed: Iterable[str], error_source: str | None = None,
+                 error_kind: str | None = None) -> CaseVerdict:
     """A case against its expectation: ``missed`` are the floors it is below; ``error_source`` is set when
-    it has no score (``assistant``: the bot's failure; anything else: infrastructure)."""
+    it has no score (``assistant``: the bot's failure; anything else: infrastructure); an ``error_kind`` of
+    :data:`~.aggregate.REPLY_CHANGED` is a bot that answered differently in an offline replay."""
+    if error_kind == REPLY_CHANGED:
+        return "reply changed"
     if error_source is not None and error_source != "assistant":
         return "not scored"
     reasons = {ERROR} if error_source == "assistant" else set(missed)
@@ -161,4 +165,4 @@ def row_verdict(row: ResultRow, expectations: Expectations | None) -> CaseVerdic
     expectation = expectations.of(row.scenario_id) if expectations else PASS
     source = (row.error.source if row.error else "setup") if row.status == "error" else None
     missed = ([s.metric for s in row.shortfalls] or ["reproduction"]) if row.status == "failed" else []
-    return case_verdict(expectation, missed, source)
+    return case_verdict(expectation, missed, source, row.error.kind if row.error else None)

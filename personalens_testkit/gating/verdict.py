@@ -40,6 +40,8 @@ class RunVerdict(BaseModel):
     regressions: list[str] = []
     expected_failures: list[str] = []
     unexpected_passes: list[str] = []
+    #: cases whose bot answered differently from the recording in an offline replay: not scored
+    reply_changed: list[str] = []
     not_scored: int = 0
     cases: int = 0
     checks: list[RunCheck] = []
@@ -51,7 +53,7 @@ class RunVerdict(BaseModel):
     def of(self, case_id: str, status: str) -> CaseVerdict:
         """A case's verdict in this run (the same for a row of an older version, worked out when the run was judged)."""
         for verdict, ids in (("regression", self.regressions), ("expected failure", self.expected_failures),
-                             ("unexpected pass", self.unexpected_passes)):
+                             ("unexpected pass", self.unexpected_passes), ("reply changed", self.reply_changed)):
             if case_id in ids:
                 return verdict  # type: ignore[return-value]
         return "not scored" if status == "error" else "pass"
@@ -90,6 +92,13 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
                      "the scores no longer represent the sample") if over else
                     f"infrastructure: {not_scored} of {cases} cases not scored (at most "
                     f"{rules.max_infrastructure_errors:.0%} allowed)"))
+    changed = verdicts.get("reply changed", [])
+    if changed:
+        checks.append(RunCheck(
+            name="bot replies changed", outcome="failed",
+            message=f"{len(changed)} case(s) not scored: your bot's replies differ from the recording, and an offline "
+                    f"replay calls no model ({_listed(changed)}); score them live with model credentials and "
+                    "--record-mode new_episodes, or re-record the cassettes"))
     checks += [_gate_check(gate, gates_enforced, rules) for gate in gates]
     if comparison is not None:
         checks.append(RunCheck(name="baseline coverage", outcome="failed" if comparison.coverage_failure else "passed",
@@ -102,5 +111,6 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
     return RunVerdict(failures=failures, regressions=regressions, expected_failures=verdicts.get("expected failure", []),
-                      unexpected_passes=verdicts.get("unexpected pass", []), not_scored=not_scored, cases=cases,
+                      unexpected_passes=verdicts.get("unexpected pass", []), reply_changed=changed,
+                      not_scored=not_scored, cases=cases,
                       checks=checks)

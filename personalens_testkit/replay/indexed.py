@@ -23,13 +23,14 @@ from vcr.errors import CannotOverwriteExistingCassetteException
 from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
 from vcr.request import Request
 
-from .matching import same_call
+from ..callsite import mark_replayed
+from .matching import address, same_call
 
 
 def raw_key(request: Any) -> tuple[str, str, bytes]:
-    """Method, address and the body's exact bytes."""
+    """Method, the model's address and the body's exact bytes."""
     body = request.body
-    return request.method, request.uri, body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
+    return request.method, address(request.uri), body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
 
 
 class IndexedCassette(Cassette):
@@ -87,6 +88,16 @@ class IndexedCassette(Cassette):
             if index not in exact and same_call(filtered, stored):
                 yield index, response
 
+    def play_response(self, request: Any) -> Any:
+        response = super().play_response(request)
+        mark_replayed()
+        return response
+
+    def recorded_responses(self, request: Any) -> list[Any]:
+        """Every recorded response to a request, read without playing them (a new_episodes recording may hold
+        several: a bot's turn before and after its reply changed)."""
+        return [response for _, response in self._responses(request)]
+
     def can_play_response_for(self, request: Any) -> bool:
         return bool(
             self._filtered(request) and request in self and self.record_mode != "all"
@@ -106,6 +117,7 @@ class IndexedCassette(Cassette):
                 if self.play_counts[index] == 0:  # as vcrpy's play_response counts a play
                     self._played_interactions.append(self.data[index])
                     self.play_counts[index] += 1
+                    mark_replayed()
                     return self.data[index][1]
         request = Request(method, uri, body, {})  # the same call in other bytes, or a miss: vcrpy's way
         if not self._filtered(request):

@@ -30,7 +30,7 @@ th:first-child,td:first-child{text-align:left}.muted{color:#6b7683}.fail{color:#
 .badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;margin-left:6px}
 .b-passed{background:#dcfae6}.b-failed{background:#fee4e2}.b-error{background:#fef0c7}
 .v-regression{background:#fee4e2}.v-expected-failure{background:#eef1f4}.v-unexpected-pass{background:#d1e9ff}
-.v-not-scored{background:#fef0c7}.v-pass{background:#dcfae6}
+.v-not-scored{background:#fef0c7}.v-reply-changed{background:#fef0c7}.v-pass{background:#dcfae6}
 .verdict{padding:8px 12px;border-radius:6px;margin:10px 0}.verdict.ok{background:#dcfae6}.verdict.bad{background:#fee4e2}
 .filters select{margin-right:12px}
 """
@@ -99,7 +99,8 @@ def _domain_bars(report: RunReport, metric: str) -> str:
     height = 26 + row * max(len(groups), 1)
 
     def x(v: float) -> float:
-        return left + (v - (0.0 if info.kind == "bool" else 0.0)) / high * (width - left - 10)
+        """A value's place on the metric's own scale: a bar starts at the scale's bottom (1 for a rating)."""
+        return left + (v - low) / (high - low) * (width - left - 10)
 
     parts = [f"<svg class='chart chart-domain' data-metric='{metric}' width='{width}' height='{height}' "
              f"viewBox='0 0 {width} {height}' role='img' aria-label='{escape(info.title)} by domain'>",
@@ -113,7 +114,7 @@ def _domain_bars(report: RunReport, metric: str) -> str:
         if e.low is not None and e.high is not None:
             parts.append(f"<line class='ci' x1='{x(e.low):.1f}' x2='{x(e.high):.1f}' y1='{y + 8}' y2='{y + 8}' "
                          "stroke='#1d2430' stroke-width='1.5'/>")
-    parts.append(f"<text x='{left}' y='{height - 2}' font-size='10' class='muted'>0</text>"
+    parts.append(f"<text x='{left}' y='{height - 2}' font-size='10' class='muted'>{low:g}</text>"
                  f"<text x='{width - 24}' y='{height - 2}' font-size='10'>{high:g}</text></svg>")
     return "".join(parts)
 
@@ -191,6 +192,32 @@ def _dialogue(row: ResultRow, verdict: str) -> str:
             + f"<div class='transcript'>{messages}</div></details>")
 
 
+def _comparison(report: RunReport) -> str:
+    """The --baseline comparison: its coverage, each paired difference with its interval, and its verdict."""
+    c = report.comparison
+    if c is None:
+        return ""
+    cov = c.coverage
+    coverage = (f"<p>{cov.paired} of the base's {cov.base} scored scenarios paired; only in base {cov.only_in_base}, only "
+                f"in candidate {cov.only_in_candidate}, errored in the candidate {cov.errored_in_candidate}.</p>"
+                if cov is not None else "")
+    rows = "".join(
+        f"<tr class='{'fail' if r.significant_drop and r.gated else ''}'><td>{escape(GROUP_TITLES.get(r.group, r.group))}</td>"
+        f"<td>{escape(SHORT[r.metric])}</td><td>{r.n}</td><td>{_estimate_signed(r.difference)}</td>"
+        f"<td>{'significant drop' if r.significant_drop else '' if r.evaluated else 'not evaluated'}</td></tr>"
+        for r in c.results if r.difference.mean is not None)
+    verdict = ("<p class='fail'>" + escape(c.coverage_failure or "a significant drop beyond the margin") + "</p>"
+               if c.failed else "<p class='pass'>no significant drop</p>")
+    return (f"<h2>Baseline comparison</h2><p class='muted'>candidate - base, {c.confidence:.0%} CI over paired scenarios, "
+            f"margin {c.margin:g}</p>{coverage}<table><tr><th>group</th><th>metric</th><th>n</th><th>difference</th>"
+            f"<th></th></tr>{rows}</table>{verdict}")
+
+
+def _estimate_signed(e: Estimate) -> str:
+    ci = f" <span class='muted'>[{e.low:+.3f}, {e.high:+.3f}]</span>" if e.low is not None and e.high is not None else ""
+    return f"{e.mean:+.3f}{ci}"
+
+
 def _calibration(report: RunReport) -> str:
     """The judge's calibration beside its scores: how it did on labelled dialogues, or a warning that it was not checked."""
     c = report.judge_calibration
@@ -235,7 +262,7 @@ def render_html(report: RunReport) -> str:
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
 <h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
-<h2>Gates</h2><ul>{gates}</ul>{_calibration(report)}
+<h2>Gates</h2><ul>{gates}</ul>{_comparison(report)}{_calibration(report)}
 <h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
 {leak_html}
 <h2>Dialogues</h2>
@@ -243,7 +270,7 @@ def render_html(report: RunReport) -> str:
 verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all</option><option value="passed">passed</option>
 <option value="failed">failed</option><option value="error">error</option><option value="regression">regression</option>
 <option value="expected-failure">expected failure</option><option value="unexpected-pass">unexpected pass</option>
-<option value="not-scored">not scored</option></select><span id="f-count" class="muted"></span></div>
+<option value="not-scored">not scored</option><option value="reply-changed">reply changed</option></select><span id="f-count" class="muted"></span></div>
 {''.join(_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in rows)}
 <script type="application/json" id="report-data">{_json_for_script(report)}</script>
 <script>{SCRIPT}</script>

@@ -44,6 +44,8 @@ def _case(suite: ET.Element, report: RunReport, row: ResultRow, suite_name: str)
                       message=f"expected failure ({row.expected}): {missed or cause}")
     elif verdict == "not scored":
         ET.SubElement(case, "skipped", message=f"not scored (infrastructure): {cause}")
+    elif verdict == "reply changed":
+        ET.SubElement(case, "skipped", message=f"not scored: {cause}")
     return verdict
 
 
@@ -58,7 +60,7 @@ def junit_xml(report: RunReport, *, name: str = "personalens") -> str:
         outcomes = [(_case(suite, report, row, suite_name), row.status) for row in members]
         suite.set("failures", str(sum(v == "regression" and s != "error" for v, s in outcomes)))
         suite.set("errors", str(sum(v == "regression" and s == "error" for v, s in outcomes)))
-        suite.set("skipped", str(sum(v in ("expected failure", "not scored") for v, _ in outcomes)))
+        suite.set("skipped", str(sum(v in ("expected failure", "not scored", "reply changed") for v, _ in outcomes)))
     checks = report.verdict.checks
     if checks:
         suite = ET.SubElement(root, "testsuite", name=RUN_SUITE, tests=str(len(checks)),

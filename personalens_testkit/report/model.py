@@ -29,9 +29,9 @@ from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRICS
 
 REPORT_VERSION = 1
-COUNTED = ("calls", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+COUNTED = ("calls", "replayed", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 
-#: calls and tokens of one role: calls, retries, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens
+#: calls and tokens of one role: calls (of them replayed from cassettes), retries, prompt and completion tokens, cache tokens
 RoleLedger = dict[str, int]
 
 
@@ -116,6 +116,7 @@ def ledger(rows: Iterable[ResultRow]) -> Ledger:
             for book in (total, mine):
                 entry = book.setdefault(call.role, empty())
                 entry["calls"] += 1
+                entry["replayed"] += 1 if call.replayed else 0
                 entry["retries"] += (call.attempts or 1) - 1
                 entry["prompt_tokens"] += call.prompt_tokens or 0
                 entry["completion_tokens"] += call.completion_tokens or 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT, GroupSummary
+from ..gating.aggregate import GROUP_TITLES, HEADLINE, REPLY_CHANGED, SHORT, GroupSummary
 from ..gating.compare import Comparison
 from ..gating.stats import Estimate
 from ..gating.verdict import RunVerdict
@@ -67,7 +67,8 @@ def _errors(report: RunReport) -> list[str]:
 
 def _not_scored(report: RunReport, limit: int = 5) -> list[str]:
     """The first cases the benchmark's own models (or the setup) could not score, each with its cause."""
-    rows = [r for r in report.rows if r.status == "error" and r.error is not None and r.error.source != "assistant"]
+    rows = [r for r in report.rows if r.status == "error" and r.error is not None
+            and (r.error.source != "assistant" or r.error.kind == REPLY_CHANGED)]
     lines = [f"  not scored: {r.case_id}: {r.error.phase} failed ({r.error.kind}): "
              f"{(r.error.message.splitlines() or [''])[0]}" for r in rows[:limit] if r.error is not None]
     return lines + ([f"  ... and {len(rows) - limit} more (see the rows' error field)"] if len(rows) > limit else [])
@@ -75,7 +76,9 @@ def _not_scored(report: RunReport, limit: int = 5) -> list[str]:
 
 def _ledger(report: RunReport) -> list[str]:
     def role(name: str, v: dict[str, int]) -> str:
-        text = f"{name.replace('_', ' ')} {v['calls']} calls" + (f" ({v['retries']} retries)" if v.get("retries") else "")
+        notes = [f"{v['replayed']} replayed, {v['calls'] - v['replayed']} live"] if v.get("replayed") else []
+        notes += [f"{v['retries']} retries"] if v.get("retries") else []
+        text = f"{name.replace('_', ' ')} {v['calls']} calls" + (f" ({', '.join(notes)})" if notes else "")
         text += f", {v['prompt_tokens']:,} prompt + {v['completion_tokens']:,} completion"
         if v.get("cache_read_tokens") or v.get("cache_write_tokens"):
             text += f" (cache: {v['cache_read_tokens']:,} read, {v['cache_write_tokens']:,} written)"
@@ -128,7 +131,8 @@ def format_verdict(verdict: RunVerdict, results: Path | None = None) -> list[str
     updates the expectations), cases not scored - the failures themselves are printed as FAILED lines."""
     lines = [f"personalens: verdict: {'passed' if verdict.passed else 'FAILED'} ({verdict.cases} cases: "
              f"{len(verdict.regressions)} regression(s), {len(verdict.expected_failures)} expected failure(s), "
-             f"{len(verdict.unexpected_passes)} unexpected pass(es), {verdict.not_scored} not scored)"]
+             f"{len(verdict.unexpected_passes)} unexpected pass(es), {verdict.not_scored} not scored"
+             + (f", {len(verdict.reply_changed)} with a changed bot reply" if verdict.reply_changed else "") + ")"]
     if verdict.unexpected_passes:
         command = f"personalens expectations update {results or 'RESULTS'}"
         lines.append(f"personalens: now passing, expected to fail: {', '.join(verdict.unexpected_passes[:8])}"

@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import lzma
 from pathlib import Path
 from typing import IO, Any, Iterable
 
 from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
-from ..files import reserve, write_atomically
+from ..files import reserve, write_atomically, write_bytes_atomically
 from .rows import ResultRow
 
 
@@ -131,8 +132,9 @@ def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
 
 def _load_json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+        text = (lzma.decompress(data) if path.name.endswith(".xz") else data).decode("utf-8")
+    except (OSError, UnicodeDecodeError, lzma.LZMAError) as exc:
         raise UsageError(f"{what} {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         return json.loads(text)
@@ -154,5 +156,8 @@ def _row(data: dict[str, Any], path: Path, what: str, number: int) -> ResultRow:
 
 
 def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
-    """A whole results file at once (merged shards, the recorded results), written atomically."""
-    write_atomically(path, "".join(row.model_dump_json() + "\n" for row in rows))
+    """A whole results file at once (merged shards, the recorded results), written atomically; xz-compressed
+    when the name ends in ``.xz``."""
+    text = "".join(row.model_dump_json() + "\n" for row in rows)
+    data = text.encode("utf-8")
+    write_bytes_atomically(path, lzma.compress(data, preset=6) if path.name.endswith(".xz") else data)

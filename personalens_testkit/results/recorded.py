@@ -1,7 +1,13 @@
-"""The result rows of a recording, kept beside its cassettes (``<cassette dir>/<assistant>/results.jsonl``).
+"""The result rows of a recording, kept beside its cassettes (``<cassette dir>/<assistant>/results.jsonl.xz``).
 
 A run that records updates them (one row per case, the latest wins); an offline replay of the
 same cassettes must reproduce their scores exactly - that is what replay promises.
+
+They are committed with the cassettes, so they keep what a replay compares and what a report or a
+``--baseline`` reads - scores, reasons, status, verdict, errors - and leave out each row's transcript and
+call list (the cassette holds the dialogue; the run's own results.jsonl keeps both), xz-compressed like
+the cassettes: about 0.6 KB a scenario instead of 26 KB. A recording of the older form
+(``results.jsonl``, whole rows) is still read, and rewritten in this form by the next recording run.
 """
 
 from __future__ import annotations
@@ -13,37 +19,57 @@ from ..data.models import case_id
 from .files import load_records, load_rows, write_rows
 from .rows import ResultRow
 
-RESULTS_NAME = "results.jsonl"
+RESULTS_NAME = "results.jsonl.xz"
+#: the recorded results of an older version: whole rows, uncompressed
+LEGACY_NAME = "results.jsonl"
 #: What a replay must reproduce: the judge's scores and the dialogue's length and ending.
 COMPARED = ("scores", "turns", "termination")
 
 
+def existing(path: Path) -> Path | None:
+    """The recorded results file at ``path``, or the older form beside it; None when there is neither."""
+    if path.is_file():
+        return path
+    legacy = path.with_name(LEGACY_NAME)
+    return legacy if path.name == RESULTS_NAME and legacy.is_file() else None
+
+
+def slim(row: ResultRow) -> ResultRow:
+    """A row as the recording keeps it: without its transcript and its call list."""
+    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None})
+
+
 def load_recorded(path: Path) -> dict[str, ResultRow]:
     """Recorded rows by case id ({} when there is no file)."""
-    if not path.is_file():
+    found = existing(path)
+    if found is None:
         return {}
-    return {row.case_id: row for row in load_rows(path, what="recorded results")}
+    return {row.case_id: row for row in load_rows(found, what="recorded results")}
 
 
 def merge_recorded(path: Path, rows: Iterable[ResultRow]) -> int:
     """Put these rows in the recorded results (replacing a case's older row); returns how many were written."""
-    merged = load_recorded(path)
+    merged = {key: slim(row) for key, row in load_recorded(path).items()}
     count = 0
     for row in rows:
-        merged[row.case_id] = row
+        merged[row.case_id] = slim(row)
         count += 1
     if count:
         write_rows(path, (merged[key] for key in sorted(merged)))
+        legacy = path.with_name(LEGACY_NAME)
+        if path.name == RESULTS_NAME and legacy.is_file():
+            legacy.unlink()  # its rows are in the new file now
     return count
 
 
 def load_compared(path: Path) -> dict[str, dict[str, Any]]:
     """The compared fields of each recorded row, by case id ({} when there is no file). Only those are
     kept, read without building whole rows: a whole-sample recording is 4,096 rows."""
-    if not path.is_file():
+    found = existing(path)
+    if found is None:
         return {}
     return {case_id(record["scenario_id"], record.get("repeat")): {name: record.get(name) for name in COMPARED}
-            for record in load_records(path, what="recorded results")}
+            for record in load_records(found, what="recorded results")}
 
 
 def differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

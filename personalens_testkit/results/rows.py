@@ -61,6 +61,8 @@ class CallRow(_Part):
     attempts: int = 1
     cache_read_tokens: Optional[int] = None
     cache_write_tokens: Optional[int] = None
+    #: whether a cassette answered it (False: called live)
+    replayed: bool = False
 
 
 class ShortfallRow(_Part):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 from ..agents.judge import Judge
 from ..agents.user_agent import UserAgent
@@ -53,15 +54,16 @@ class CaseRunner:
     def transcript_path(self, scenario: Scenario, repeat: int = 1) -> Path:
         return self.run_dir / "transcripts" / f"{case_id(scenario.scenario_id, repeat)}.txt"
 
-    def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]]) -> None:
-        """Evaluate these cases (node id, scenario, try) ahead of pytest, ``concurrency`` at a time."""
+    def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]], upcoming: Callable[[], list[str]] | None = None) -> None:
+        """Evaluate these cases (node id, scenario, try) ahead of pytest, ``concurrency`` at a time (``upcoming``:
+        the node ids an xdist worker will run next)."""
         try:
             self.evaluator  # noqa: B018 - built once, before any thread needs it
         except PersonalensError:
             return  # every case reports it
         self._ahead = EvaluateAhead(
             [(nodeid, scenario, repeat, self.recording.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
-            self.evaluate, self.settings.concurrency,
+            self.evaluate, self.settings.concurrency, upcoming,
         )
 
     def evaluate_case(self, nodeid: str, scenario: Scenario, repeat: int = 1) -> Evaluation:

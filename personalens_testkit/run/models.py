@@ -13,7 +13,9 @@ from typing import Any
 from ..callsite import ROLES
 from ..errors import ModelServerError, PersonalensError, UsageError
 from ..llm.base import ChatModel
-from ..llm.embedded import LocalServerSettings, ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
+from ..llm.embedded import (
+    LocalServerSettings, ServerHandle, ServerPool, check_installed, server_key, server_url, wait_until_healthy,
+)
 from ..llm.entries import BedrockModel, LocalModel, OpenAIModel
 from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from ..llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
@@ -125,10 +127,16 @@ class ModelPool:
 
     # -- before any case ----------------------------------------------------------------------
     def check_credentials(self, label: Any) -> None:
-        """Every live Bedrock model's AWS credentials and region resolve (nothing is called)."""
+        """Every live Bedrock model's AWS credentials and region resolve, and every live embedded model is
+        installed (nothing is called)."""
         from ..llm.bedrock import check_aws
 
         s = self.settings
+        for role, local in self._local_servers():
+            try:
+                check_installed(local.model_path)
+            except PersonalensError as exc:
+                raise UsageError(f"{label(role, s.model_specs()[role])}: {exc}") from None
         for role, spec in s.model_specs().items():
             model = resolve(spec, s.models)
             if isinstance(model, BedrockModel) and role in self.live_roles:

@@ -17,7 +17,7 @@ from ..evaluation import Evaluation
 from ..replay.cassettes import ScenarioCassettes
 from ..replay.plan import ReplayPlan
 from ..replay.store import assistant_dir
-from ..results.recorded import RESULTS_NAME, differences, load_compared, merge_recorded
+from ..results.recorded import RESULTS_NAME, differences, existing, load_compared, merge_recorded
 from ..results.rows import ResultRow
 from ..settings import RunSettings
 
@@ -43,7 +43,7 @@ class Recording:
         return str(path)
 
     def summary(self) -> str:
-        reproduces = self.shown(self.recorded_path) if self.recorded else ""
+        reproduces = self.shown(existing(self.recorded_path) or self.recorded_path) if self.recorded else ""
         return self.plan.summary(reproduces)
 
     # -- cassettes ------------------------------------------------------------------------------

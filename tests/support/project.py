@@ -34,3 +34,17 @@ def read_rows(path: Path) -> list[dict]:
     """The complete rows of a results file, as plain dicts (a torn last line is skipped)."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
             if line.endswith("\n") and line.strip()]
+
+
+def recorded_rows(folder: Path) -> list[dict]:
+    """The recorded results kept beside an assistant's cassettes (``results.jsonl.xz``), as plain dicts."""
+    import lzma
+
+    text = lzma.decompress((folder / "results.jsonl.xz").read_bytes()).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def write_recorded(folder: Path, rows: list[dict]) -> None:
+    import lzma
+
+    (folder / "results.jsonl.xz").write_bytes(lzma.compress("".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")))
