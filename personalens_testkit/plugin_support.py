@@ -20,6 +20,7 @@ from .report.summary import format_comparison, format_summary, format_verdict
 from .run.controller import RunController
 from .run.progress import Progress
 from .run.state import Run
+from .scheduling import make_scheduler
 from .secrets import redact
 
 STATE = pytest.StashKey[Run]()
@@ -141,6 +142,11 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With -n and --concurrency K: xdist's load scheduling, each worker's queue deep enough for its K lanes."""
+        return make_scheduler(config, log, self.run.settings.concurrency)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:

@@ -87,3 +87,69 @@ def test_a_failed_judge_call_among_parallel_ones_is_reported_as_the_first_in_ord
 
     with pytest.raises(ModelError, match=r"judge \(task_completion\).*HTTP 400"):
         _judge_once(6, Script(status=400))
+
+
+def test_xdist_workers_each_evaluate_their_own_queue_concurrently(pytester, monkeypatch):
+    """-n 2 --concurrency 4: each worker keeps four scenarios of its own queue under way (xdist's scheduler would
+    leave a worker of long cases one or two), and every case is run, and written, exactly once."""
+    suite_project(pytester)
+    with FakeLLM(Script(terminate_after=2, echo_task=True, delay_s=0.2)) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        result = pytester.runpytest_subprocess(*SPECS, *SELECTION, "--record-mode", "all", "-n", "2",
+                                               "--concurrency", "4", "-p", "no:cacheprovider", "-v")
+    result.stdout.fnmatch_lines(["scheduling tests via LanesScheduling"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 12 and set(outcomes) <= {"passed", "deselected"}, result.stdout.str()[-2000:]
+    assert fake.max_in_flight > 4  # more than one worker's lanes at once: both workers evaluate ahead
+    recorded = rows(pytester)
+    assert sorted(r["scenario_id"] for r in recorded) == sorted({r["scenario_id"] for r in recorded})
+    assert len(recorded) == outcomes["passed"]
+
+
+class _Worker:
+    """What an xdist scheduler sees of a worker."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices) -> None:
+        self.sent += list(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_lanes_scheduler_keeps_each_workers_queue_as_deep_as_its_lanes(pytester):
+    from xdist.scheduler import LoadScheduling
+
+    from personalens_testkit.scheduling import LanesScheduling
+
+    config = pytester.parseconfig("--tx", "2*popen")
+
+    def started(scheduler):
+        workers = [_Worker("gw0"), _Worker("gw1")]
+        for worker in workers:
+            scheduler.add_node(worker)
+        for worker in workers:
+            scheduler.add_node_collection(worker, [f"case{i}" for i in range(100)])
+        scheduler.schedule()
+        return workers
+
+    xdist = LoadScheduling(config)
+    worker, _ = started(xdist)
+    xdist.mark_test_complete(worker, worker.sent[0], duration=30.0)  # a live case takes long
+    assert len(xdist.node2pending[worker]) == 11  # xdist waits until fewer than two are left
+
+    lanes = LanesScheduling(config, lanes=8)
+    workers = started(lanes)
+    assert [len(lanes.node2pending[w]) for w in workers] == [16, 16]
+    lanes.mark_test_complete(workers[0], workers[0].sent[0], duration=30.0)
+    assert len(lanes.node2pending[workers[0]]) == 16  # topped up at once
+    while any(lanes.node2pending.values()):  # run everything: each case sent once, then every worker shut down
+        for worker in workers:
+            if lanes.node2pending[worker]:
+                lanes.mark_test_complete(worker, lanes.node2pending[worker][0], duration=30.0)
+    assert sorted(workers[0].sent + workers[1].sent) == list(range(100))
+    assert all(w.shutting_down for w in workers) and lanes.tests_finished

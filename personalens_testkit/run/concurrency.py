@@ -1,8 +1,9 @@
 """Scenarios evaluated ahead of their pytest cases, several at once in threads (``--concurrency K``).
 
 pytest runs cases one after the other; a case here mostly waits for remote models. So when K
-is above 1, the next K cases are submitted to a pool of K threads as soon as a case starts, and
-each case takes its evaluation when it is done. Without xdist the next cases are the collected
+is above 1, K cases are under way in a pool of K threads from the moment a case starts - it and
+the next ones, and as each ends, the next not yet started - and each case takes its evaluation
+when it is done. Without xdist the next cases are the collected
 order's; in an xdist worker they are the ones the controller has queued for that worker
 (``upcoming``), so ``-n 2 --concurrency 8`` keeps 16 scenarios under way from two processes.
 Cassettes are safe to use from threads (see :mod:`personalens_testkit.replay.router`); rows are
@@ -36,36 +37,61 @@ class EvaluateAhead:
         self._pool = DaemonPool(workers, name="ahead")
         self._futures: dict[str, Future[Evaluation]] = {}
         self._started: set[str] = set()
-        self._submitted = 0
-        self._lock = threading.Lock()
+        self._current: str | None = None
+        self._waited: Future[Evaluation] | None = None
+        self._closed = False
+        self._lock = threading.RLock()  # a callback of a future already done runs at once, in the caller
 
     def __contains__(self, key: str) -> bool:
         return key in self._position
 
     def result(self, key: str) -> Evaluation:
-        """The evaluation of this case, keeping the next ``workers`` cases under way."""
+        """The evaluation of this case; meanwhile ``workers`` cases stay under way, from this one on."""
         with self._lock:
-            if self._upcoming is not None:
-                for ahead in [key, *self._upcoming()][: self._workers]:
-                    if ahead in self._position:
-                        self._submit(self._cases[self._position[ahead]])
-            else:
-                end = min(len(self._cases), self._position[key] + self._workers)
-                while self._submitted < end:
-                    self._submit(self._cases[self._submitted])
-                    self._submitted += 1
-            if key not in self._futures:  # a case run out of order (say, with -x and --lf), or again: on its own
+            self._current = key
+            if key not in self._futures:  # not started ahead: its turn now (or a case run again, with --lf)
                 self._started.discard(key)
                 self._submit(self._cases[self._position[key]])
-            future = self._futures.pop(key)
+            self._waited = future = self._futures.pop(key)
+            self._refill()
         return future.result()
+
+    def _window(self) -> list[str]:
+        """The cases that may be evaluated now: the running one and the next ones, at most twice the lanes (what
+        is done ahead is held until its case runs)."""
+        if self._current is None:
+            return []
+        if self._upcoming is not None:
+            keys = [self._current, *self._upcoming()]
+        else:
+            start = self._position[self._current]
+            keys = [key for key, *_rest in self._cases[start: start + 2 * self._workers]]
+        return keys[: 2 * self._workers]
+
+    def _refill(self, _done: object = None) -> None:
+        """Start cases of the window while fewer than ``workers`` are under way - also when one ends, so a slow
+        case does not hold the lanes behind it idle."""
+        with self._lock:
+            if self._closed:
+                return
+            running = sum(not f.done() for f in self._futures.values())
+            running += self._waited is not None and not self._waited.done()
+            for key in self._window():
+                if running >= self._workers:
+                    break
+                if key in self._position and key not in self._futures and key not in self._started:
+                    self._submit(self._cases[self._position[key]])
+                    running += 1
 
     def _submit(self, case: Case) -> None:
         key, scenario, repeat, rerecord = case
         if key not in self._futures and key not in self._started:
             self._started.add(key)
-            self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
+            future = self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
+            future.add_done_callback(self._refill)
 
     def close(self) -> None:
         """Cancel what has not started; never wait for a case under way (Ctrl-C ends the run at once)."""
+        with self._lock:
+            self._closed = True
         self._pool.close()
