@@ -64,3 +64,25 @@ def test_a_bad_conversations_file_is_one_line(tmp_path, capsys, line, message):
     assert cli(["judge", str(path), "--judge-model", "openai:x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"personalens: error: {path}: {message}") and err.count("\n") == 1
+
+
+def test_an_interrupted_judging_keeps_the_rows_already_judged(tmp_path, monkeypatch):
+    """Each row is written as its conversation is judged: Ctrl-C on the second loses none of the first."""
+    from personalens_testkit.cli import judge as command
+
+    monkeypatch.chdir(tmp_path)
+    conversations = write(tmp_path / "conversations.jsonl", CONVERSATIONS)
+    judged = command.judge_conversation
+
+    def interrupted_on_the_second(judge, conversation, *args, **kwargs):
+        if conversation.id == "cust-0042":
+            raise KeyboardInterrupt
+        return judged(judge, conversation, *args, **kwargs)
+
+    monkeypatch.setattr(command, "judge_conversation", interrupted_on_the_second)
+    with FakeLLM(Script()) as fake, pytest.raises(KeyboardInterrupt):
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        command._judge(command.argparse.Namespace(conversations=str(conversations), context=None, judge_model="openai:fake-judge",
+                                                  thresholds=None, results_dir=None))
+    (results,) = tmp_path.glob("personalens-results/judge-*/results.jsonl")
+    assert [r["scenario_id"] for r in read_rows(results)] == ["cust-4711"]

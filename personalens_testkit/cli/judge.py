@@ -17,10 +17,11 @@ from ..report.model import build_report
 from ..report.outputs import write_report_files
 from ..report.summary import format_summary, format_verdict
 from ..results.conversations import context_of, judge_conversation, load_contexts, load_conversations
-from ..results.files import write_rows
+from ..results.files import ResultsWriter
 from ..results.rows import RunInfo
 from ..run.models import ModelPool
 from ..run.state import new_run_id
+from ..secrets import redact_json
 from ..settings import resolve_settings
 
 
@@ -36,6 +37,7 @@ def _judge(args: argparse.Namespace) -> int:
     info = RunInfo(run_id=run_id, assistant="conversations", assistant_kind="recorded", assistant_context="given",
                    assistant_model=None, user_model="(real users)", judge_model=judge_name, record_mode=None)
     pool = ModelPool(settings, folder, live_roles=frozenset({"judge"}), is_controller=True)
+    writer = ResultsWriter(folder / "results.jsonl")  # each row as it is judged: an interrupted run keeps them
     rows = []
     try:
         pool.check_credentials(lambda role, spec: f"--judge-model {spec}")
@@ -48,10 +50,11 @@ def _judge(args: argparse.Namespace) -> int:
                 row = row.model_copy(update={"status": "failed" if found else "passed",
                                              "shortfalls": [s.as_dict() for s in found]})
             rows.append(row)
+            writer.write_json(redact_json(row.model_dump_json()))
             print(f"personalens judge: {number}/{len(conversations)} {conversation.id}: {row.status}", file=sys.stderr)
     finally:
         pool.close()
-    write_rows(folder / "results.jsonl", rows)
+        writer.close()
     report = build_report(rows, thresholds, run={**info.model_dump(), "source": str(args.conversations)})
     for line in format_summary(report):
         print(line)
