@@ -50,6 +50,10 @@ def test_a_team_repository_records_and_replays_with_the_installed_wheel(venv, tm
 
     repo = tmp_path / "team-repo"
     repo.mkdir()
+    # before init: no suite to collect - one line says what to do, not pytest's bare exit 5
+    empty = sh(bin_dir / "pytest", "--profiles", "7", "-p", "no:cacheprovider", cwd=repo, env=clean_env())
+    assert empty.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "personalens: no PersonaLens case was collected" in empty.stdout and "`personalens init`" in empty.stdout
     init = sh(bin_dir / "personalens", "init", "--kind", "python", "--assistant", "team-bot", cwd=repo)
     assert init.returncode == 0, init.stderr
     assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} == {
