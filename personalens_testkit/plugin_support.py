@@ -22,13 +22,13 @@ from .run.progress import Progress
 from .run.state import Run
 from .scheduling import make_scheduler
 from .secrets import redact
+from .settings import SETTINGS
 
 STATE = pytest.StashKey[Run]()
 
 #: options whose value is a path: given as a separate argument (``--resume /elsewhere/results.jsonl``),
 #: pytest takes it for a test path while it looks for the project folder, before it knows these options
-_PATH_OPTIONS = ("--resume", "--baseline", "--thresholds", "--personalens-data", "--results-dir", "--cassette-dir",
-                 "--json-report", "--junit-report", "--html-report")
+_PATH_OPTIONS = frozenset(setting.option for setting in SETTINGS if setting.kind == "path" and setting.option)
 _ROOT_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "personalens.toml")
 
 

@@ -233,3 +233,16 @@ def test_bots_are_checked_only_when_the_run_collects_suites(pytester: pytest.Pyt
     suite = pytester.runpytest("-p", "no:deepeval", "--profiles", "7")
     assert suite.ret == pytest.ExitCode.USAGE_ERROR
     suite.stderr.fnmatch_lines(["ERROR: assistant 'down-bot' (*): cannot reach http://127.0.0.1:9/reply*"])
+
+
+@pytest.mark.parametrize("option", ["--expectations", "--thresholds"])
+def test_a_path_option_given_as_a_separate_argument_keeps_the_project(suite, tmp_path_factory, option):
+    """pytest takes the value of ``--option PATH`` for a test path and may take its rootdir from it (a folder
+    with its own pyproject.toml): the run still reads this project's config, cassettes and results folder."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "pyproject.toml").write_text('[tool.personalens]\nassistant = "not-this-one"\n')
+    (elsewhere / "file.yaml").write_text("version: 1\n")
+    result = suite.runpytest("--collect-only", "--profiles", "7", "--domains", "Alarm", *FAKE_SPECS,
+                             option, str(elsewhere / "file.yaml"))
+    result.stdout.fnmatch_lines([f"personalens: project {suite.path} (pytest took its rootdir, *"])
+    assert "not-this-one" not in result.stdout.str() + result.stderr.str()
