@@ -44,7 +44,7 @@ def project_root(config: pytest.Config) -> Path:
     for folder in (started, *started.parents):
         if any((folder / name).is_file() for name in _ROOT_FILES):
             return _with_config(folder)
-    return _with_config(root)
+    return _with_config(started)  # no config file anywhere above: pytest itself would have taken this folder
 
 
 def _with_config(root: Path) -> Path:

@@ -246,3 +246,17 @@ def test_a_path_option_given_as_a_separate_argument_keeps_the_project(suite, tmp
                              option, str(elsewhere / "file.yaml"))
     result.stdout.fnmatch_lines([f"personalens: project {suite.path} (pytest took its rootdir, *"])
     assert "not-this-one" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_path_option_into_another_project_from_a_folder_without_config(pytester, tmp_path_factory):
+    """No config file in the folder pytest runs in (nor above it), and a path option into another project: the
+    run is this folder's, as pytest's own rootdir would be without that option."""
+    shutil.copy(SUITES / "test_single_domain.py", pytester.path)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "pyproject.toml").write_text('[tool.personalens]\nassistant = "not-this-one"\n')
+    (elsewhere / "file.yaml").write_text("version: 1\n")
+    result = pytester.runpytest("--collect-only", "--profiles", "7", "--domains", "Alarm", *FAKE_SPECS,
+                                "--record-mode", "all", "--expectations", str(elsewhere / "file.yaml"),
+                                "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    result.stdout.fnmatch_lines([f"personalens: project {pytester.path} (pytest took its rootdir, *"])
+    assert "not-this-one" not in result.stdout.str() + result.stderr.str()
