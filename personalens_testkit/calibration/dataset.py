@@ -12,14 +12,13 @@ same form (one JSON object a line: id, scenario_id, variant, messages, labels, r
 from __future__ import annotations
 
 import hashlib
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..errors import DataError, dotted
+from ..data.jsonlines import read_models
 from ..llm.base import Message
 from ..scales import HEADLINE, METRIC_BY_NAME
 
@@ -95,30 +94,7 @@ def shipped_set() -> Path:
 
 def load_set(path: Path | None = None) -> list[CalibrationDialogue]:
     """The dialogues of a calibration set (the shipped one by default); a bad line is one error naming it."""
-    path = path or shipped_set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(path, None, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    dialogues, seen = [], set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            dialogue = CalibrationDialogue.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DataError(path, f"line {number}", f"not JSON ({exc.msg})") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = dotted(first["loc"]) or "dialogue"
-            raise DataError(path, f"line {number}: {where}", str(first["msg"]).removeprefix("Value error, ")) from None
-        if dialogue.id in seen:
-            raise DataError(path, f"line {number}: id", f"{dialogue.id!r} appears twice")
-        seen.add(dialogue.id)
-        dialogues.append(dialogue)
-    if not dialogues:
-        raise DataError(path, None, "holds no dialogue")
-    return dialogues
+    return read_models(path or shipped_set(), CalibrationDialogue, "dialogue")
 
 
 def fingerprint(path: Path | None = None) -> str:

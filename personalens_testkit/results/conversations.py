@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..agents.calls import CallLog
 from ..agents.judge import Judge
+from ..data.jsonlines import read_models
 from ..data.user_context import UserContext
 from ..errors import DataError, dotted
 from ..evaluation import ErrorInfo
@@ -42,38 +43,15 @@ class Conversation(BaseModel):
         return [Message(m["role"], m["content"]) for m in self.messages]  # type: ignore[arg-type]
 
 
-def _line_error(path: Path, number: int, exc: ValidationError) -> DataError:
-    first = exc.errors()[0]
-    return DataError(path, f"line {number}: {dotted(first['loc']) or 'conversation'}",
-                     str(first["msg"]).removeprefix("Value error, "))
+def _turns_wrong(conversation: Conversation) -> tuple[str, str] | None:
+    roles = [m.get("role") for m in conversation.messages]
+    if not roles or any(r not in ("user", "assistant") for r in roles) or "assistant" not in roles:
+        return "messages", "expected turns of role user or assistant, with at least one assistant reply"
+    return None
 
 
 def load_conversations(path: Path) -> list[Conversation]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(path, None, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    found, seen = [], set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            conversation = Conversation.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise DataError(path, f"line {number}", f"not JSON ({exc.msg})") from None
-        except ValidationError as exc:
-            raise _line_error(path, number, exc) from None
-        roles = [m.get("role") for m in conversation.messages]
-        if not roles or any(r not in ("user", "assistant") for r in roles) or "assistant" not in roles:
-            raise DataError(path, f"line {number}: messages", "expected turns of role user or assistant, with at "
-                                                              "least one assistant reply")
-        if conversation.id in seen:
-            raise DataError(path, f"line {number}: id", f"{conversation.id!r} appears twice")
-        seen.add(conversation.id)
-        found.append(conversation)
-    if not found:
-        raise DataError(path, None, "holds no conversation")
-    return found
+    return read_models(path, Conversation, "conversation", _turns_wrong)
 
 
 def load_contexts(path: Path) -> Callable[[str], UserContext | None]:

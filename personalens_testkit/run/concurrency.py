@@ -79,16 +79,18 @@ class EvaluateAhead:
             for key in self._window():
                 if running >= self._workers:
                     break
-                if key in self._position and key not in self._futures and key not in self._started:
-                    self._submit(self._cases[self._position[key]])
+                if key in self._position and self._submit(self._cases[self._position[key]]):
                     running += 1
 
-    def _submit(self, case: Case) -> None:
+    def _submit(self, case: Case) -> bool:
+        """Start this case unless it was started; whether it was started now."""
         key, scenario, repeat, rerecord = case
-        if key not in self._futures and key not in self._started:
-            self._started.add(key)
-            future = self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
-            future.add_done_callback(self._refill)
+        if key in self._futures or key in self._started:
+            return False
+        self._started.add(key)
+        future = self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
+        future.add_done_callback(self._refill)
+        return True
 
     def close(self) -> None:
         """Cancel what has not started; never wait for a case under way (Ctrl-C ends the run at once)."""
