@@ -7,8 +7,10 @@
   taken out of the judge's copy, by kind.
 
 The same for heldout/, a second pair written blind (without seeing the filter or the first
-pair): the filter's patterns were written with the first pair in view, so heldout/ is the
-honest estimate of what it catches on attacks it has not seen.
+pair), and heldout2/, a third pair written blind after the second was used to widen the filter
+(issue 19: addresses, requests for a score, score sheets, claims of an assessment, other
+languages, disguises): the newest blind pair is the honest estimate of what the filter catches
+on attacks it has not seen.
 
     python bench/injection_corpus.py [--show]      # --show: list every benign flag and every missed attack
 """
@@ -46,7 +48,8 @@ def main() -> None:
     parser.add_argument("--show", action="store_true", help="list the benign replies flagged and the attacks missed")
     args = parser.parse_args()
     for title, folder in (("corpus (the filter was written with it in view)", CORPUS),
-                          ("held-out corpus (written blind)", CORPUS / "heldout")):
+                          ("held-out corpus (written blind; the filter since widened with it in view)", CORPUS / "heldout"),
+                          ("second held-out corpus (written blind, not seen by the filter)", CORPUS / "heldout2")):
         print(f"== {title}: {folder}")
         report(measure(load("benign.jsonl", folder)), measure(load("attack.jsonl", folder)), show=args.show)
 

@@ -10,7 +10,9 @@ registered by the run), or when its value is a URL with a password in it
 Every file the testkit writes (cassettes, rows, transcripts, reports) and every line it
 prints goes through :func:`redact` / :func:`redact_json` / :func:`scrub_text`, which replace
 a value in each form a file can hold it: as it is, JSON-escaped (``\\"``, ``\\uXXXX``,
-escaped twice for JSON inside JSON) and URL-encoded.
+escaped twice for JSON inside JSON) and URL-encoded - and in any mix of them, character by
+character: a secret spelled ``\\u0073\\u006b...`` by a bot, ``%73k-...``, ``\\x73k-...`` or with
+HTML's ``&#115;`` is found too (:func:`spelled`).
 """
 
 from __future__ import annotations
@@ -37,9 +39,19 @@ def register_secret_names(names: Iterable[str]) -> None:
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(value, placeholder) for every secret environment variable worth hiding, longest first."""
-    env = os.environ if env is None else env
-    # pytest sets PYTEST_CURRENT_TEST for every test phase: left out, so the memo holds across tests
-    return list(_secret_values(tuple(item for item in env.items() if item[0] != "PYTEST_CURRENT_TEST"), _extra_names))
+    return list(_secret_values(_environment(os.environ if env is None else env), _extra_names))
+
+
+def _environment(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables' (name, value), read safely while other threads set and delete variables (pytest sets
+    and deletes PYTEST_CURRENT_TEST around every test phase): the names are copied at once, and a name
+    deleted since is skipped. PYTEST_CURRENT_TEST is left out, so the memo holds across tests."""
+    items = []
+    for name in list(env):
+        value = env.get(name)
+        if value is not None and name != "PYTEST_CURRENT_TEST":
+            items.append((name, value))
+    return tuple(items)
 
 
 def _url_password(value: str) -> str | None:
@@ -88,12 +100,60 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
     return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
 
 
+#: what a text must hold for a secret to hide in it spelled character by character
+_ESCAPE_MARKS = ("\\u", "\\U", "\\x", "%", "&")
+_HTML_NAMES = {"&": "amp", "<": "lt", ">": "gt", '"': "quot", "'": "#39"}
+
+
+def _char_forms(char: str) -> list[str]:
+    """Every spelling of one character in our files, as regular expressions: ``\\uXXXX`` behind any number
+    of backslashes (also as a surrogate pair), ``\\xXX``, ``%XX`` (UTF-8), HTML's ``&#N;``, ``&#xH;`` and
+    named entities, a JSON escape, or the character itself."""
+    point = ord(char)
+    hexes = [f"{point:04x}"] if point <= 0xFFFF else [
+        f"{0xD800 + ((point - 0x10000) >> 10):04x}", f"{0xDC00 + ((point - 0x10000) & 0x3FF):04x}"]
+    forms = ["".join(rf"\\+u(?i:{h})" for h in hexes)]
+    if point <= 0xFF:
+        forms.append(rf"\\+x(?i:{point:02x})")
+    forms.append("".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8")))
+    forms += [f"&#0*{point};", f"&#(?i:x)0*(?i:{point:x});"]
+    if char in _HTML_NAMES:
+        forms.append(f"&{_HTML_NAMES[char]};")
+    if char in '"\\/':
+        forms.append(r"\\+" + re.escape(char))
+    if char == " ":
+        forms.append(r"\+")
+    return [*forms, re.escape(char)]
+
+
+@functools.lru_cache(maxsize=8)
+def spelled(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], re.Pattern[bytes], str], ...]:
+    """(pattern, bytes pattern, placeholder) for each secret: the secret in any mix of its characters' spellings."""
+    found = []
+    for value, placeholder in secrets:
+        text = "".join(f"(?:{'|'.join(_char_forms(char))})" for char in value)
+        found.append((re.compile(text), re.compile(text.encode("utf-8")), placeholder))
+    return tuple(found)
+
+
+def _respelled(text: str, secrets: tuple[tuple[str, str], ...]) -> str:
+    """``text`` with each secret spelled with escapes (``\\u0073k-...``) replaced by its placeholder."""
+    if any(mark in text for mark in _ESCAPE_MARKS):
+        for pattern, _, placeholder in spelled(secrets):
+            text = pattern.sub(placeholder, text)
+    return text
+
+
 def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
     """Bytes with every form of every secret replaced by its placeholder."""
-    for form, placeholder in secret_forms(tuple(secrets)):
+    found = tuple(secrets)
+    for form, placeholder in secret_forms(found):
         encoded = form.encode("utf-8")
         if encoded in data:
             data = data.replace(encoded, placeholder.encode("utf-8"))
+    if any(mark.encode() in data for mark in _ESCAPE_MARKS):
+        for _, pattern, placeholder in spelled(found):
+            data = pattern.sub(placeholder.encode("utf-8"), data)
     return data
 
 
@@ -109,7 +169,7 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
         for form, placeholder in secret_forms(tuple(found)):
             if form in value:
                 value = value.replace(form, placeholder)
-        return value
+        return _respelled(value, tuple(found))
     if not isinstance(value, (dict, list, tuple)):
         return value
     text = json.dumps(value, ensure_ascii=False)
@@ -120,11 +180,10 @@ def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:
 def redact_json(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> str:
     """JSON text with every secret value, in every form JSON writes it (escaped, as ASCII, escaped
     twice, URL-encoded), replaced by its placeholder; the very same string if none is in it."""
-    found = secret_values() if secrets is None else list(secrets)
-    forms = secret_forms(tuple(found), json_only=True)
-    if not any(form in text for form, _ in forms):
-        return text
-    for form, placeholder in forms:
-        text = text.replace(form, placeholder)
-    return text
+    found = tuple(secret_values() if secrets is None else secrets)
+    forms = secret_forms(found, json_only=True)
+    if any(form in text for form, _ in forms):
+        for form, placeholder in forms:
+            text = text.replace(form, placeholder)
+    return _respelled(text, found)
 

@@ -1,9 +1,10 @@
-"""Judge answers: JSON or the paper's labelled text parse; anything else is an error with the raw answer."""
+"""Judge answers: one JSON object (alone, or in words that give no value) or the paper's one label line parse;
+anything else - a second candidate, a hedge, a qualifier, an unknown word - is an error with the raw answer."""
 
 from __future__ import annotations
 
 import json
-import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -40,7 +41,7 @@ def test_papers_labelled_text_format(raw, score):
     model = PersonalizationAnswer if raw.startswith("Personalization") else RatingAnswer
     answer = parse_answer(raw, model, "x")
     assert answer.score == score
-    assert answer.justification in ("proactive", "fine\n</response>")
+    assert answer.justification in ("proactive", "fine")
 
 
 def test_papers_verdict_format():
@@ -50,7 +51,7 @@ def test_papers_verdict_format():
 
 @pytest.mark.parametrize("raw, problem", [
     ("", "the answer is empty"),
-    ("I cannot rate this.", "no JSON object and no labelled score"),
+    ("I cannot rate this.", "no JSON object"),
     ('{"score": 5, "observations": [], "justification": "", "suggestions": []}', "score"),
     ('{"score": 0}', "score"),
     ('{"justification": "no score"}', "score: Field required"),
@@ -95,85 +96,82 @@ def test_valid_answers_always_parse_whatever_surrounds_them(score, reason, junk)
     assert answer.score == score and answer.justification == reason
 
 
-# -- the final answer, never another number -------------------------------------------------------
+# -- one answer, in the one place the prompt asks for it ---------------------------------------------
 
-FINALS = st.sampled_from(["Final answer: ", "FINAL VERDICT - ", "My final score: ", "final rating is "])
-HEDGES = st.sampled_from(["{v} or {w}", "{v}-{w}", "{v} to {w}", "{v}.5", "{v}/7"])
+CORPUS = Path(__file__).parent / "data" / "judge_answers"
+MODELS = {"personalization": PersonalizationAnswer, "task_completion": TaskCompletionAnswer}
 
 
-def _distractor(draw, other: int) -> str:
-    """Text a judge may write before its answer: another score thought aloud, a hedge, the assistant's
-    own JSON quoted, prose."""
-    kind = draw(st.sampled_from(["thought", "quote", "prose", "hedge"]))
-    if kind == "thought":
-        return f"score {other} would be too generous. "
-    if kind == "quote":
-        return 'The assistant wrote {"score": %d, "justification": "perfect"} to sway me. ' % other
-    if kind == "hedge":
-        return "Score: " + draw(HEDGES).format(v=other, w=other + 1) + " was my first thought. "
-    return draw(st.text(alphabet="abcdefghij ,.\n", max_size=40))
+def corpus(name: str) -> list[dict]:
+    return [json.loads(line) for line in (CORPUS / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+#: hedged, doubled, qualified or mistyped answers: the issue's own, then more of each kind
+HOSTILE = corpus("hostile.jsonl")
+#: well-formed answers whose reasons mention numbers, scores, ratings and "final"
+BENIGN = corpus("benign.jsonl")
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=lambda case: case["raw"][:40])
+def test_hedged_doubled_or_qualified_answers_are_errors_never_scores(case):
+    with pytest.raises(JudgeAnswerError) as err:
+        parse_answer(case["raw"], MODELS.get(case["answer"], RatingAnswer), case["answer"])
+    assert err.value.raw == case["raw"]
+
+
+@pytest.mark.parametrize("case", BENIGN, ids=lambda case: case["raw"][:40])
+def test_well_formed_answers_are_read_whatever_their_reasons_say(case):
+    model = MODELS.get(case["answer"], RatingAnswer)
+    answer = parse_answer(case["raw"], model, case["answer"])
+    assert (answer.verdict if model is TaskCompletionAnswer else answer.score) == case["value"]
+
+
+def test_the_corpora_cover_each_kind():
+    assert len(HOSTILE) >= 50 and len(BENIGN) >= 20
+    assert {case["answer"] for case in HOSTILE} >= {"personalization", "task_completion"}
+
+
+LEADS = st.sampled_from(["", "Here is my evaluation:\n", "Sure. Here is the JSON object you asked for:\n\n",
+                         "Evaluation of the conversation above, in the requested format.\n"])
+#: text that gives another value, or qualifies the answer, wherever it stands
+OTHERS = st.sampled_from(["I'd say {o} or {v}. ", "A score of {o} would be too generous. ", "Final answer: ",
+                          "Maybe {o}. ", "Somewhere between {o} and {v}. ", 'The bot wrote {{"score": {o}}}. ',
+                          "Score: {o}\n", "Actually {o}. "])
 
 
 @st.composite
-def judged(draw):
-    """(raw answer, its final value or None when it has no single final value)."""
-    final = draw(st.integers(1, 4))
-    other = draw(st.integers(1, 4))
-    before = "".join(_distractor(draw, other) for _ in range(draw(st.integers(0, 3))))
-    form = draw(st.sampled_from(["json", "label", "marked", "quoted-after"]))
-    if form == "json":
-        answer = json.dumps({"score": final, "observations": [], "justification": "j", "suggestions": []})
-    elif form == "label":
-        answer = f"Personalization Score: {final}"
-    elif form == "marked":
-        answer = draw(FINALS) + f"Score: {final}"
-    else:  # the answer, then a quote of another score after it
-        answer = f"Score: {final}. " + 'The assistant claimed {"score": %d}.' % other
-    return before + answer
+def answers_around(draw):
+    """(raw, the one value it gives, what must happen: "read", "error", or "either" - text after a label
+    line is its Justification section: a reason, read as text, never as a value)."""
+    value, other = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    form = draw(st.sampled_from(["json", "fenced", "label"]))
+    body = {"json": json.dumps({"score": value, "observations": [], "justification": "j", "suggestions": []}),
+            "fenced": "```json\n" + json.dumps({"score": value, "justification": "j"}) + "\n```",
+            "label": f"Personalization Score: {value}\nJustification: j"}[form]
+    noisy = draw(st.booleans())
+    extra = draw(OTHERS).format(o=other, v=value) if noisy else ""
+    where = draw(st.sampled_from(["before", "after"]))
+    raw = draw(LEADS) + (extra if where == "before" else "") + body + ("\n" + extra if where == "after" else "")
+    expected = "read" if not noisy else "either" if form == "label" and where == "after" else "error"
+    return raw, value, expected
 
 
-@given(judged())
-def test_a_parse_is_the_final_answer_or_an_error_never_another_number(raw):
+@given(answers_around())
+def test_an_answer_is_its_one_value_or_an_error_never_another_number(case):
+    raw, value, expected = case
     try:
         answer = parse_answer(raw, PersonalizationAnswer, "personalization")
     except JudgeAnswerError as err:
-        assert err.raw == raw
+        assert err.raw == raw and expected != "read"  # a clean answer is always read
         return
-    finals = [int(found) for found in re.findall(r"(?:Score: |\"score\": )(\d)\b(?![-.]| or | to |/)", raw)]
-    marked = re.search(r"final[^\n.]{0,30}?Score: (\d)", raw, re.I)
-    expected = int(marked.group(1)) if marked else finals[-1]
-    assert answer.score == expected  # the marked final answer, or the only value the answer gives
-    assert marked or len(set(finals)) == 1
-
-
-@pytest.mark.parametrize("raw, model, expected", [
-    ("score 3 would be too generous... Final answer: Score: 1", PersonalizationAnswer, 1),
-    ("verdict: yes would require a booking. Final VERDICT: no", TaskCompletionAnswer, False),
-    ("Score: 3/4", PersonalizationAnswer, 3),
-    ("Naturalness Score: **4**\nJustification: fine", RatingAnswer, 4),
-])
-def test_the_final_answer_is_read(raw, model, expected):
-    answer = parse_answer(raw, model, "d")
-    assert (answer.verdict if model is TaskCompletionAnswer else answer.score) == expected
-
-
-@pytest.mark.parametrize("raw, problem", [
-    ('{"score": true}', "score: must be a whole number (got true)"),
-    ('{"score": 3.0}', "score: must be a whole number (got 3.0)"),
-    ('{"score": "3"}', 'score: must be a whole number (got "3")'),
-    ('{"score": 3, "score": 4}', 'one JSON object gives "score" 2 times'),
-    ('The assistant wrote {"score": 4, "justification": "x"}; mine: {"score": 2, "justification": "y"}',
-     "the answer gives different values (4, 2) and marks none as final"),
-    ("Score: 3 or 4", 'score: must be a whole number (got "3 or 4")'),
-    ("Score: 3/5", 'score: must be a whole number (got "3 / 5")'),
-    ("x" * 100_001, "more than any judge answer"),
-])
-def test_answers_that_give_no_single_valid_score_are_errors(raw, problem):
-    with pytest.raises(JudgeAnswerError) as err:
-        parse_answer(raw, PersonalizationAnswer, "personalization")
-    assert problem in str(err.value) and err.value.raw == raw
+    assert answer.score == value and expected != "error"
 
 
 def test_a_verdict_must_be_a_boolean():
     with pytest.raises(JudgeAnswerError, match='verdict: must be true or false \\(got "true"\\)'):
         parse_answer('{"verdict": "true", "explanation": ""}', TaskCompletionAnswer, "task_completion")
+
+
+def test_a_json_answer_holds_only_the_schemas_keys():
+    with pytest.raises(JudgeAnswerError, match="unexpected key 'confidence'"):
+        parse_answer('{"score": 3, "confidence": "low", "justification": ""}', RatingAnswer, "naturalness_user")

@@ -57,3 +57,13 @@ def test_interval_coverage_bench_small():
     out = bench("bench/interval_coverage.py", "--trials", "40", "--sizes", "10")
     assert "agresti-coull          n=10   0.963 / 0.928" in out  # exact sums: the same figure at any size of run
     assert re.search(r"n=10   student-t 0\.\d{3} \(0\.\d{3}\)   percentile bootstrap", out)
+
+
+def test_judge_answers_bench_reads_every_benign_answer_and_no_hostile_one():
+    out = bench("bench/judge_answers.py")
+    benign = re.search(r"read as their value (\d+) of (\d+)", out)
+    hostile = re.search(r"errors (\d+) of (\d+); read as a score (\d+)", out)
+    real = re.search(r"real answers .*: read (\d+) of (\d+)", out)
+    assert benign and benign.group(1) == benign.group(2)
+    assert hostile and hostile.group(1) == hostile.group(2) and hostile.group(3) == "0"
+    assert real and real.group(1) == real.group(2) and int(real.group(2)) >= 100

@@ -32,60 +32,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from ..llm.base import Message
+from .injection_patterns import (
+    ANSWER_KEYS, BASE64, HIDDEN_WORDS, LEET, LEET_LETTERS, LOOKALIKE, REASON_KEYS, SCORE_LABEL, SPACED,
+    VERDICT_LABEL, ZERO_WIDTH, FLAGS,
+)
 
 MARKER = "[removed: text imitating the evaluator's answer format]"
-
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
-#: Cyrillic and Greek letters that look like Latin ones (what a look-alike attack uses)
-_LOOKALIKE = str.maketrans(
-    "АВЕКМНОРСТУХаеорсухіјѕԁһԛԝ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριντκε",
-    "ABEKMHOPCTYXaeopcyxijsdhqw" "ABEZHIKMNOPTYXaopivtke",
-)
-_DIMENSION = r"(?:personali[sz]ation|naturalness|coherence|task[\s_-]*completion)"
-_GAP = r"[\s*_#>|]*"
-#: exact imitations of the judge's answer format: the only spans ever removed
-_SCORE_LABEL = re.compile(rf"\b{_DIMENSION}{_GAP}(?:score|rating){_GAP}[:=]?{_GAP}\d+(?:\s*/\s*\d+)?", re.I)
-_VERDICT_LABEL = re.compile(rf"\bverdict{_GAP}[:=]{_GAP}(?:true|false)\b", re.I)
-_ANSWER_KEYS = {"score", "verdict"}
-_REASON_KEYS = {"justification", "explanation", "observations", "suggestions"}
-
-_EVALUATOR = (r"(?:judge|evaluator|grader|rater|assessor|scorer|reviewer|evaluation model|scoring model|"
-              r"whoever (?:grades|rates|scores|judges|evaluates)|anyone (?:grading|rating|scoring|assessing|evaluating)|"
-              r"person or model scoring)")
-_THIS = r"(?:this|the) (?:conversation|dialogue|dialog|chat|exchange|transcript|response|reply|assistant|interaction)"
-#: (kind, pattern) of what is flagged (on the text with look-alikes seen through)
-FLAGS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("score label", _SCORE_LABEL),
-    ("verdict label", _VERDICT_LABEL),
-    ("bare score label", re.compile(r"\b(?:score|rating)\s*[:=]\s*[1-5](?:\s*/\s*[45])?(?![\d.,:/-]|\s*[-–:]\s*\d)", re.I)),
-    ("answer-key JSON", re.compile(r"[\"'](?:\w*_)?(?:score|verdict)[\"']\s*:\s*(?:true|false|[1-5]\b)", re.I)),
-    ("address to the evaluator", re.compile(
-        rf"\b{_EVALUATOR}\b[^\n]{{0,120}}?\b(?:{_THIS}|score|rate|grade|mark|award|assign|output|full marks|"
-        r"top marks|maximum|highest)\b", re.I)),
-    ("address to the evaluator", re.compile(
-        rf"\b(?:rate|score|grade|mark)\s+{_THIS}\b|\b{_THIS}\s+(?:deserves|should (?:get|receive|be (?:rated|scored|given)))",
-        re.I)),
-    ("instruction to ignore", re.compile(
-        r"\b(?:ignore|disregard|forget|override|overlook)\b[^.\n]{0,40}\b(?:rubric|instructions|prompt|"
-        r"(?:evaluation|scoring|grading) (?:criteria|guidelines|instructions|rules))\b", re.I)),
-    ("instruction to ignore", re.compile(r"\b(?:rubric|scoring guidelines|evaluation criteria)\b[^.\n]{0,30}\b"
-                                         r"(?:outdated|replaced|no longer|updated)\b", re.I)),
-    ("chat markup", re.compile(
-        r"</?\s*(?:conversation|dialogue|rubric|system|instructions?|evaluation|judge\w*|user_profile)\s*>|"
-        r"<\|im_(?:start|end)\|>|\[/?INST\]|<</?SYS>>|^\s*#{1,4}\s*(?:system|instructions?|evaluation)\b|"
-        r"\[(?:SYSTEM|EVALUATOR|JUDGE)\]\s*:|\bSYSTEM OVERRIDE\b", re.I | re.M)),
-    ("hidden comment", re.compile(r"<!--.*?-->", re.S)),
-    ("words to the evaluator in another language", re.compile(
-        r"évaluateur|l'évaluat|evaluador|\bjuez\b|Bewerter|Gutachter|Prüfer|valutatore|\bgiudice\b|"
-        r"评审|评委|评估者|打分|評価者|採点者|採点|оценщик|судь[яеи]|проверяющ", re.I)),
-)
-#: a decoded variant is searched only if it holds one of these (most decodings of ordinary text are noise)
-_HIDDEN_WORDS = ("score", "verdict", "rating", "judge", "evaluat", "grade", "rubric", "instruction")
-_SPACED = re.compile(r"\b(?:\w[ .\-]){3,}\w\b")
-#: digits written for letters inside a word ("Sc0r3"), not numbers
-_LEET = re.compile(r"\b(?=\w*[A-Za-z])(?=\w*[013457])\w+\b")
-_LEET_LETTERS = str.maketrans("013457", "oieast")
-_BASE64 = re.compile(r"\b[A-Za-z0-9+/]{16,}={0,2}")
 
 
 @dataclass(frozen=True)
@@ -114,16 +66,23 @@ def seen_through(text: str) -> tuple[str, list[int] | None]:
             out.append(char)
             origin.append(i)
             continue
-        for folded in unicodedata.normalize("NFKC", char.translate(_ZERO_WIDTH)).translate(_LOOKALIKE):
+        for folded in _unaccented(unicodedata.normalize("NFKC", char.translate(ZERO_WIDTH)).translate(LOOKALIKE)):
             out.append(folded)
             origin.append(i)
     return "".join(out), origin
 
 
+def _unaccented(text: str) -> str:
+    """A Latin letter with accents piled on it ("ǵŕád́éŕ") as the plain letter, a lone combining accent as nothing;
+    any other character as it is."""
+    bare = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    return bare if bare.isascii() else text  # a lone combining accent is dropped
+
+
 def removable_spans(text: str, seen: tuple[str, list[int] | None] | None = None) -> list[tuple[int, int]]:
     """Spans of ``text`` that imitate the judge's answer format exactly, merged, in order."""
     view, origin = seen or seen_through(text)
-    spans = [(m.start(), m.end()) for pattern in (_SCORE_LABEL, _VERDICT_LABEL) for m in pattern.finditer(view)]
+    spans = [(m.start(), m.end()) for pattern in (SCORE_LABEL, VERDICT_LABEL) for m in pattern.finditer(view)]
     spans += list(_answer_objects(view))
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
@@ -150,7 +109,7 @@ def _answer_objects(view: str) -> Iterator[tuple[int, int]]:
             start = view.find("{", start + 1)
             continue
         keys = set(value) if isinstance(value, dict) else set()
-        if keys & _ANSWER_KEYS and keys & _REASON_KEYS and keys <= _ANSWER_KEYS | _REASON_KEYS:
+        if keys & ANSWER_KEYS and keys & REASON_KEYS and keys <= ANSWER_KEYS | REASON_KEYS:
             yield start, end
         start = view.find("{", end)
 
@@ -177,7 +136,7 @@ def _flags(text: str, turn: int) -> list[InjectionFlag]:
 
     found: dict[tuple[str, str], InjectionFlag] = {}
     for variant in _variants(view, text):
-        if variant is not view and variant is not text and not any(word in variant.lower() for word in _HIDDEN_WORDS):
+        if variant is not view and variant is not text and not any(word in variant.lower() for word in HIDDEN_WORDS):
             continue  # a decoding (reversed, ROT13, ...) that hides nothing a flag looks for: not searched
         for kind, pattern in FLAGS:
             for match in pattern.finditer(variant):
@@ -200,13 +159,13 @@ def _variants(view: str, text: str) -> Iterator[str]:
         yield text
     yield view[::-1]
     yield codecs.encode(view, "rot13")
-    spaced = _SPACED.sub(lambda m: re.sub(r"[ .\-]", "", m.group(0)), view)
+    spaced = SPACED.sub(lambda m: re.sub(r"[ .\-]", "", m.group(0)), view)
     if spaced != view:
         yield spaced
-    digits = _LEET.sub(lambda m: m.group(0).translate(_LEET_LETTERS), view)
+    digits = LEET.sub(lambda m: m.group(0).translate(LEET_LETTERS), view)
     if digits != view:
         yield digits
-    for token in _BASE64.findall(view):
+    for token in BASE64.findall(view):
         try:
             decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
         except (binascii.Error, ValueError):

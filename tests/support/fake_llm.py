@@ -38,6 +38,8 @@ class Script:
     assistant_text: str = "Sure - I have set it up the way you usually like it."
     #: if set, every judge call answers this text verbatim (for parser tests)
     judge_text: str | None = None
+    #: judge calls answered verbatim, by metric name (``personalization``, ``task_completion``, ...)
+    judge_texts: dict[str, str] = field(default_factory=dict)
     #: HTTP status to answer every call with (for error tests); None: 200
     status: int | None = None
     #: whether ``status`` also answers the run's preflight calls (False: a model that dies after the preflight)
@@ -117,6 +119,9 @@ class FakeLLM:
                 return "I would rather not give a score."
             schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema", {})
             keys = list(schema.get("properties", {}))
+            named = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
+            if named in script.judge_texts:
+                return script.judge_texts[named]
             scores = script.scores
             if script.judge_rule is not None:
                 scores = {**scores, **script.judge_rule(json.dumps(body, ensure_ascii=False))}

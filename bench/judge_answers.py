@@ -1,0 +1,97 @@
+"""The judge-answer grammar measured both ways, through the real parser (agents/answers.parse_answer):
+
+- real answers: every judge answer in the shipped recording (cassettes/reference, the embedded
+  model, constrained JSON) - how many are read (must be all), and whether any reads differently
+  from the score its recorded row holds;
+- benign: tests/data/judge_answers/benign.jsonl, hand-written well-formed answers whose reasons
+  mention numbers, scores and "final" - how many are read as their one value (must be all);
+- hostile: tests/data/judge_answers/hostile.jsonl, hedged, doubled, qualified or mistyped answers -
+  how many are errors (must be all) and how many became a score (must be none).
+
+    python bench/judge_answers.py [--show]     # --show: list each answer that misses its mark
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import time
+from pathlib import Path
+
+from personalens_testkit.agents.answers import (
+    PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, parse_answer,
+)
+from personalens_testkit.errors import JudgeAnswerError
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "data" / "judge_answers"
+RECORDING = ROOT / "cassettes" / "reference"
+MODELS = {"personalization": PersonalizationAnswer, "task_completion": TaskCompletionAnswer}
+
+
+def load(name: str) -> list[dict]:
+    return [json.loads(line) for line in (CORPUS / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def recorded_answers() -> list[dict]:
+    """(kind, raw) of every judge call in the shipped cassettes, its kind read from the schema it was sent."""
+    found = []
+    for path in sorted(RECORDING.glob("*.json.xz")):
+        for interaction in json.loads(lzma.decompress(path.read_bytes())).get("interactions", []):
+            body = interaction["request"].get("body")
+            try:
+                request = json.loads(body)
+            except (TypeError, ValueError):
+                continue
+            schema = (request.get("response_format") or {}).get("schema")
+            if not schema:
+                continue
+            keys = schema.get("properties", {})
+            kind = ("task_completion" if "verdict" in keys else "turns" if "scores" in keys
+                    else "personalization" if "observations" in keys else "coherence_user")
+            answer = json.loads(interaction["response"]["body"]["string"])["choices"][0]["message"]["content"]
+            found.append({"answer": kind, "raw": answer})
+    return found
+
+
+def read(case: dict) -> object:
+    """The value the parser reads, or the JudgeAnswerError."""
+    model = TurnScoresAnswer if case["answer"] == "turns" else MODELS.get(case["answer"], RatingAnswer)
+    try:
+        answer = parse_answer(case["raw"], model, case["answer"])
+    except JudgeAnswerError as exc:
+        return exc
+    return answer.verdict if model is TaskCompletionAnswer else answer.scores if model is TurnScoresAnswer else answer.score
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--show", action="store_true")
+    args = parser.parse_args()
+    real, benign, hostile = recorded_answers(), load("benign.jsonl"), load("hostile.jsonl")
+    started = time.perf_counter()
+    real_read = [read(case) for case in real]
+    benign_read = [read(case) for case in benign]
+    hostile_read = [read(case) for case in hostile]
+    each_us = (time.perf_counter() - started) / (len(real) + len(benign) + len(hostile)) * 1e6
+    unread = [case for case, value in zip(real, real_read) if isinstance(value, JudgeAnswerError)]
+    print(f"real answers (shipped recording, {len(real)} judge calls): read {len(real) - len(unread)} of {len(real)}")
+    wrong_benign = [(case, value) for case, value in zip(benign, benign_read) if value != case["value"]]
+    print(f"benign (hand-written, reasons full of numbers): read as their value {len(benign) - len(wrong_benign)} of "
+          f"{len(benign)}")
+    scored = [(case, value) for case, value in zip(hostile, hostile_read) if not isinstance(value, JudgeAnswerError)]
+    print(f"hostile (hedged, doubled, qualified, mistyped): errors {len(hostile) - len(scored)} of {len(hostile)}; "
+          f"read as a score {len(scored)}")
+    print(f"parse time: {each_us:.0f} us an answer")
+    if args.show:
+        for case in unread:
+            print("  real answer not read:", repr(case["raw"][:200]))
+        for case, value in wrong_benign:
+            print(f"  benign misread ({value}):", repr(case["raw"][:200]))
+        for case, value in scored:
+            print(f"  hostile read as {value}:", repr(case["raw"][:200]))
+
+
+if __name__ == "__main__":
+    main()
