@@ -5,6 +5,8 @@
     │   └── AssistantSetupError      the assistant under test cannot be used as configured
     ├── DataError                    a benchmark data file is missing or malformed  (path, field)
     ├── ConfigError                  thresholds.yaml or [tool.personalens] is malformed  (path, key)
+    ├── CassetteError                a cassette that cannot be read: not xz, truncated, empty, not JSON, not a
+    │                                cassette of ours, too large when decompressed  (path, problem)
     ├── StorageError                 a file the run writes cannot be written (path, errno: a full disk)
     ├── ModelError                   a model or bot call failed (transport, HTTP status, server, time)
     │   ├── ModelServerError         the embedded model server could not start or died
@@ -15,12 +17,14 @@
     └── ReplyChangedError            in an offline replay, the bot's reply differs from the recording
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
-each, with ``raise ... from exc`` so the cause is kept for debugging. Three internal signals
+each, with ``raise ... from exc`` so the cause is kept for debugging. Internal signals
 never reach a user: ``TimeLimit`` (timebox: a bounded call ran out of time; its caller raises
-a ModelError or DeadlineReached instead), ``_DuplicateKey`` (agents.answers: a judge's JSON
-with a key twice; raised as JudgeAnswerError) and ``KnownFailure`` (plugin: never raised at
-all - the xfail marker of a case expected to fail names it, so only an explicit xfail of a
-known failure makes the case xfail).
+a ModelError or DeadlineReached instead), ``GrammarError`` (agents.answer_grammar: a judge's
+answer outside the grammar; raised as JudgeAnswerError), ``BoundedReadError`` (files.read_xz: an xz
+file refused - empty, not xz, truncated, too large; raised as CassetteError, or UsageError for a results
+file), ``AnswerTooLarge`` (llm.deadlines: a model's answer past its byte budget on the wire; raised as
+ModelError) and ``KnownFailure`` (plugin: never raised at all - the xfail marker of a case expected
+to fail names it, so only an explicit xfail of a known failure makes the case xfail).
 """
 
 from __future__ import annotations
@@ -68,6 +72,18 @@ class DataError(_FileProblem):
 
 class ConfigError(_FileProblem):
     """A configuration file (thresholds.yaml, [tool.personalens]) is not valid (``field``: the key)."""
+
+
+class CassetteError(_FileProblem):
+    """A cassette that is there but cannot be replayed (``problem``: what is wrong with the file)."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(path, None, problem)
+
+    def with_command(self, command: str) -> "CassetteError":
+        """The same error, saying how to record the cassette again."""
+        self.args = (f"{self.args[0]}. Re-record it: {command}",)
+        return self
 
 
 class StorageError(PersonalensError):

@@ -159,10 +159,11 @@ class Evaluator:
         log = evaluation.dialogue.log
         log.retry, log.time_limit_s = self.retry, self.time_limit_s
         log.deadline = None if self.time_limit_s is None else time.monotonic() + self.time_limit_s
-        phase = "loading the scenario's data"
+        phase = "opening the scenario's cassette"
         cassette = cassette if cassette is not None else _NoCassette()
         try:
             with cassette:
+                phase = "loading the scenario's data"
                 ctx = build_context(self.dataset, scenario)
                 phase = "the dialogue"
                 with cassette.phase("dialogue"):

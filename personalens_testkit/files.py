@@ -1,16 +1,21 @@
-"""Whole-file writes, and room reserved ahead for a file that grows.
+"""Whole-file writes, room reserved ahead for a file that grows, and bounded reads of xz files.
 
 A whole file is written to a temporary file in the same folder, then renamed into place: a
 reader, or a process killed mid-write (``kill -9``), never sees half a file. There is no
 fsync - it cost about 70 ms a file here, and surviving a power cut is not a goal of an
 evaluation run. A write that fails (a full disk, a read-only folder) raises
 :class:`~personalens_testkit.errors.StorageError` naming the path, and leaves nothing behind.
+
+An xz file of ours (a cassette, recorded results) is read a chunk at a time and decompressed
+no further than a limit the caller names (:func:`read_xz`): a few kilobytes that decompress to
+gigabytes never reach memory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import lzma
 import os
 import tempfile
 from pathlib import Path
@@ -75,3 +80,74 @@ def reserve(fd: int, offset: int, length: int) -> bool:
     if code in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
         return False
     raise OSError(code, os.strerror(code))
+
+
+#: The most memory the xz decoder may take for one file's dictionary: preset 9 (what ``xz -9`` writes) takes 65 MiB,
+#: ours (preset 6) 9 MiB; an xz header may ask for up to 4 GiB, allocated before anything is decompressed.
+XZ_MEMLIMIT = 128 << 20
+_CHUNK = 1 << 20
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+class BoundedReadError(ValueError):
+    """What is wrong with an xz file :func:`read_xz` refused, in a few words (``str()``): empty, not xz,
+    truncated, corrupt, too large when decompressed (``too_large``)."""
+
+    def __init__(self, problem: str, *, too_large: bool = False) -> None:
+        super().__init__(problem)
+        self.too_large = too_large
+
+
+def size_text(size: int) -> str:
+    """A limit as a person reads it: ``256 MiB``, or ``1,999 bytes``."""
+    return f"{size >> 20:,} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size:,} bytes"
+
+
+def read_xz(path: Path, limit: int, *, memlimit: int | None = None) -> bytearray:
+    """The decompressed content of the xz file at ``path``, read and decompressed a chunk (1 MiB) at a time,
+    refused (:class:`BoundedReadError`) as soon as it is more than ``limit`` bytes: memory never holds more
+    than the limit and a chunk, whatever the file decompresses to, and the decoder no more than ``memlimit``
+    (:data:`XZ_MEMLIMIT`). Concatenated xz streams are read as one, and data after the last stream that is
+    not xz is ignored, as :func:`lzma.decompress` does. An OSError (no such file, say) passes through."""
+    memlimit = XZ_MEMLIMIT if memlimit is None else memlimit
+    out = bytearray()
+    with open(path, "rb") as handle:
+        data = handle.read(_CHUNK)
+        if not data:
+            raise BoundedReadError("empty (0 bytes)")
+        if not data.startswith(_XZ_MAGIC[:len(data)]):
+            raise BoundedReadError("not an xz file")
+        decompressor = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=memlimit)
+        streams = 0  # streams read to their end
+        fresh = True  # nothing decompressed yet by this decompressor
+        while True:
+            try:
+                out += decompressor.decompress(data, max_length=min(_CHUNK, limit + 1 - len(out)))
+            except lzma.LZMAError as exc:
+                if streams and fresh:
+                    return out  # after a whole stream, data that is not xz: ignored, as lzma.decompress does
+                raise BoundedReadError(_xz_problem(exc, first=fresh, memlimit=memlimit)) from None
+            fresh = False
+            if len(out) > limit:
+                raise BoundedReadError(f"decompresses to more than {size_text(limit)}", too_large=True)
+            if decompressor.eof:
+                streams += 1
+                data = decompressor.unused_data or handle.read(_CHUNK)
+                if not data:
+                    return out
+                decompressor, fresh = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=memlimit), True
+            elif decompressor.needs_input:
+                data = handle.read(_CHUNK)
+                if not data:
+                    raise BoundedReadError("truncated: the xz data ends before its stream does")
+            else:  # more output is waiting (a chunk of output at a time)
+                data = b""
+
+
+def _xz_problem(exc: lzma.LZMAError, *, first: bool, memlimit: int) -> str:
+    text = str(exc)
+    if "format not supported" in text.lower() and first:
+        return "not an xz file"
+    if "memory" in text.lower():
+        return f"needs more than {size_text(memlimit)} of memory to decompress"
+    return f"corrupt xz data ({text})"

@@ -81,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
             try:
                 run.thresholds  # noqa: B018 - a broken thresholds or expectations file stops the run here, in one line
                 run.expectations  # noqa: B018
+                run.cases.resumed  # noqa: B018 - a --resume file of another set-up stops the run before any call
                 check_calibration(run)
                 run.preflight(reach=not config.option.collectonly)
                 run.recording.plan.check_runnable()

@@ -100,9 +100,16 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
     return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
 
 
-#: what a text must hold for a secret to hide in it spelled character by character
-_ESCAPE_MARKS = ("\\u", "\\U", "\\x", "%", "&")
+#: an escape of one character: ``\\uXXXX``, ``\\xXX``, ``%XX``, ``&#N;``, ``&#xH;``, a named HTML entity
+_ESCAPE = (r"[\\%&](?:(?<=\\)\\*(?:[uU][0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})|(?<=%)[0-9A-Fa-f]{2}|"
+           r"(?<=&)(?:#[xX]?[0-9A-Fa-f]{1,6}|amp|lt|gt|quot);)")  # one leading character class: a fast scan
+#: a text without any of these holds no escape (a substring test is much faster than the scan)
+_ESCAPE_STARTS = ("\\u", "\\U", "\\x", "%", "&#", "&amp;", "&lt;", "&gt;", "&quot;")
+_ESCAPES = re.compile(_ESCAPE)
+_ESCAPES_BYTES = re.compile(_ESCAPE.encode("ascii"))
 _HTML_NAMES = {"&": "amp", "<": "lt", ">": "gt", '"': "quot", "'": "#39"}
+#: the most characters one character of a secret takes when spelled (``\\\\\\\\u0073``, ``%F0%9F%98%80``)
+_SPELLED_WIDTH = 16
 
 
 def _char_forms(char: str) -> list[str]:
@@ -127,21 +134,83 @@ def _char_forms(char: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def spelled(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], re.Pattern[bytes], str], ...]:
-    """(pattern, bytes pattern, placeholder) for each secret: the secret in any mix of its characters' spellings."""
+def spelled(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], re.Pattern[bytes], str, int], ...]:
+    """(pattern, bytes pattern, placeholder, widest spelling) for each secret: the secret in any mix of its
+    characters' spellings."""
     found = []
     for value, placeholder in secrets:
         text = "".join(f"(?:{'|'.join(_char_forms(char))})" for char in value)
-        found.append((re.compile(text), re.compile(text.encode("utf-8")), placeholder))
+        found.append((re.compile(text), re.compile(text.encode("utf-8")), placeholder, len(value) * _SPELLED_WIDTH))
     return tuple(found)
 
 
-def _respelled(text: str, secrets: tuple[tuple[str, str], ...]) -> str:
-    """``text`` with each secret spelled with escapes (``\\u0073k-...``) replaced by its placeholder."""
-    if any(mark in text for mark in _ESCAPE_MARKS):
-        for pattern, _, placeholder in spelled(secrets):
-            text = pattern.sub(placeholder, text)
+def _respelled(text: Any, secrets: tuple[tuple[str, str], ...]) -> Any:
+    """``text`` (str or bytes) with each secret spelled with escapes (``\\u0073k-...``) replaced by its
+    placeholder. A spelled secret holds at least one escape, so only the text around escapes is searched
+    (ordinary text - "50% off", "fish & chips" - holds none, and costs one scan)."""
+    binary = isinstance(text, bytes)
+    if not secrets or not any((start.encode() if binary else start) in text for start in _ESCAPE_STARTS):
+        return text
+    escapes = _ESCAPES_BYTES if binary else _ESCAPES
+    found = [(m.start(), _escaped(m.group(0), binary)) for m in escapes.finditer(text)]
+    for (value, _), (pattern, pattern_bytes, placeholder, width) in zip(secrets, spelled(secrets)):
+        chars = set(value) if value.isascii() else None  # a secret beyond ASCII: every escape may be part of it
+        marks = [at for at, char in found if chars is None or char in chars]
+        spans = []
+        for low, high in _windows(marks, width, len(text)):
+            spans += [(m.start(), m.end()) for m in (pattern_bytes if binary else pattern).finditer(text, low, high)]
+        if spans:
+            text = _replaced(text, _merged(spans), placeholder.encode("utf-8") if binary else placeholder)
+            found = [(m.start(), _escaped(m.group(0), binary)) for m in escapes.finditer(text)]
     return text
+
+
+def _escaped(escape: Any, binary: bool) -> str | None:
+    """The character one escape stands for (None: not a character of an ASCII secret)."""
+    text = escape.decode("ascii") if binary else escape
+    body = text.lstrip("\\")
+    try:
+        if body[:1] in "uUx":
+            point = int(body[1:], 16)
+        elif text.startswith("%"):
+            point = int(text[1:], 16)
+        elif text.startswith("&#"):
+            point = int(text[3:-1], 16) if text[2:3] in "xX" else int(text[2:-1])
+        else:
+            return {"amp": "&", "lt": "<", "gt": ">", "quot": '"'}[text[1:-1]]
+        return chr(point)
+    except (ValueError, OverflowError, KeyError):
+        return None
+
+
+def _windows(marks: list[int], width: int, size: int) -> list[tuple[int, int]]:
+    """The stretches of text within ``width`` of an escape, merged."""
+    windows: list[tuple[int, int]] = []
+    for mark in marks:
+        low, high = max(0, mark - width), min(size, mark + width)
+        if windows and low <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], high)
+        else:
+            windows.append((low, high))
+    return windows
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(set(spans)):
+        if out and start < out[-1][1]:
+            continue  # found again from an overlapping window
+        out.append((start, end))
+    return out
+
+
+def _replaced(text: Any, spans: list[tuple[int, int]], placeholder: Any) -> Any:
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [text[last:start], placeholder]
+        last = end
+    parts.append(text[last:])
+    return text[:0].join(parts)
 
 
 def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
@@ -151,10 +220,7 @@ def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
         encoded = form.encode("utf-8")
         if encoded in data:
             data = data.replace(encoded, placeholder.encode("utf-8"))
-    if any(mark.encode() in data for mark in _ESCAPE_MARKS):
-        for _, pattern, placeholder in spelled(found):
-            data = pattern.sub(placeholder.encode("utf-8"), data)
-    return data
+    return _respelled(data, found)
 
 
 def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:

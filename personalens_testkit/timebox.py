@@ -8,26 +8,38 @@ threads never hold up the end of the process, and a wait in the main thread is
 interrupted by Ctrl-C: a run ends in seconds whatever its bots and models are doing.
 
 Each thread runs in a copy of the caller's context (its cassette, its call label).
+
+Deadlines: a call's time limits are points in ``time.monotonic()`` held in a context variable
+(:func:`deadline`), each with the limit it comes from - a call's own ``timeout_s``, the
+scenario's time limit, the preflight's. Every wait a call makes (a socket read, a bot's
+reply, a thread waited for) takes at most what is left of the nearest one in force
+(:func:`time_left`), so a limit bounds a call as a whole, however its answer trickles in, and
+an outer limit reaches the waits of every call made under it without being handed down.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import queue
 import threading
+import time
 from concurrent.futures import Future
-from typing import Callable, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 _names = itertools.count(1)
 
 
 class TimeLimit(Exception):
-    """A bounded call did not return within its time limit (it may still be running)."""
+    """A bounded call did not return within its time limit (it may still be running); ``deadline``: the
+    deadline that ran out, where one did (:func:`call_by_deadline`)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, deadline: Deadline | None = None) -> None:
         self.seconds = seconds
+        self.deadline = deadline
         super().__init__(f"no answer within {seconds:g} s")
 
 
@@ -55,6 +67,72 @@ def call_within(call: Callable[[], T], seconds: float | None, *, name: str = "bo
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A point in ``time.monotonic()`` after which a call is given up, and the limit it comes from."""
+
+    at: float
+    #: the limit, in seconds, and what sets it (``timeout_s``, "the scenario's time limit", ...)
+    limit_s: float
+    name: str
+    #: nothing is tried after it: a call it ends is not retried (the scenario's time limit)
+    final: bool = False
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def describe(self) -> str:
+        """``the time limit of 2 s (timeout_s)``"""
+        return f"the time limit of {self.limit_s:g} s ({self.name})"
+
+
+_DEADLINES: contextvars.ContextVar[tuple[Deadline, ...]] = contextvars.ContextVar("personalens_deadlines", default=())
+
+
+@contextlib.contextmanager
+def deadline(limit_s: float | None, name: str, *, at: float | None = None,
+             final: bool = False) -> Iterator[Deadline | None]:
+    """A deadline in force in this context (and in the threads started from it) for the ``with`` block:
+    ``limit_s`` from now, or at ``at`` (``time.monotonic()``). None: no limit, nothing added."""
+    if limit_s is None:
+        yield None
+        return
+    added = Deadline(time.monotonic() + limit_s if at is None else at, limit_s, name, final)
+    token = _DEADLINES.set((*_DEADLINES.get(), added))
+    try:
+        yield added
+    finally:
+        _DEADLINES.reset(token)
+
+
+def nearest_deadline() -> Deadline | None:
+    """The deadline in force that comes first (None: none in force)."""
+    return min(_DEADLINES.get(), key=lambda d: d.at, default=None)
+
+
+def time_left(cap: float | None = None) -> float | None:
+    """How long a wait may take now: ``cap``, lowered to what is left of the nearest deadline in force
+    (0 or less: none is left; None: no cap and no deadline)."""
+    nearest = nearest_deadline()
+    if nearest is None:
+        return cap
+    left = nearest.left()
+    return left if cap is None else min(cap, left)
+
+
+def call_by_deadline(call: Callable[[], T], limit_s: float, name: str, *, thread: str = "bounded") -> T:
+    """``call()`` under a deadline of ``limit_s`` (``name``: what sets it), in a daemon thread waited for what is
+    left of the nearest deadline in force; past it :class:`TimeLimit` is raised, its ``deadline`` the one that
+    ran out, and the call is abandoned. For calls whose own waits cannot be bounded from outside."""
+    with deadline(limit_s, name):
+        nearest = nearest_deadline()
+        assert nearest is not None
+        try:
+            return call_within(call, max(0.0, nearest.left()), name=thread)
+        except TimeLimit:
+            raise TimeLimit(nearest.limit_s, nearest) from None
 
 
 _STOP = object()

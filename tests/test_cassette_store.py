@@ -53,8 +53,8 @@ def test_the_persister_writes_whole_xz_files_atomically(tmp_path):
     requests, responses = XzPersister.load_cassette(path, JsonBytesSerializer)
     assert requests[0].uri == "http://local/v1/x" and responses[0]["body"]["string"] == b"\xff\x00ok"
     path.write_bytes(b"not xz")
-    from vcr.persisters.filesystem import CassetteDecodeError
-    with pytest.raises(CassetteDecodeError, match="not an xz-compressed cassette"):
+    from personalens_testkit.errors import CassetteError
+    with pytest.raises(CassetteError, match="s.json.xz: not an xz file"):
         XzPersister.load_cassette(path, JsonBytesSerializer)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import AssistantSetupError, ContractError, ModelError
 from ..llm.base import ChatModel, ChatRequest, Message
 from ..llm.bedrock import check_aws
-from ..llm.retry import RetryPolicy, ping
+from ..llm.retry import ping
 from .base import AssistantInput, AssistantReply
 from .contract import check_text
 from .entries import BedrockEntry, OpenAIEntry
@@ -32,7 +32,7 @@ class ChatModelAssistant:
         try:
             if not isinstance(self.entry, OpenAIEntry):
                 check_aws(self.entry.region)
-            ping(self.model, "assistant", RetryPolicy(attempts=2, initial_s=0.5))
+            ping(self.model, "assistant")
         except ModelError as exc:
             raise AssistantSetupError(str(exc)) from None
 

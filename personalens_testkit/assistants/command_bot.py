@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from .. import timebox
 from ..errors import ContractError, ModelError
+from ..llm.deadlines import timed_out
 from ..llm.entries import expand_env
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
@@ -166,14 +168,18 @@ class CommandAssistant:
             skipped.append(_shown_line(item))
 
     def _read_reply(self, process: subprocess.Popen[bytes], request_id: str, skipped: list[str]) -> AssistantReply:
-        deadline = time.monotonic() + self.entry.timeout_s
+        with timebox.deadline(self.entry.timeout_s, "timeout_s"):
+            limit = timebox.nearest_deadline()  # its own, or the scenario's if that comes first
+        assert limit is not None
         while True:
             try:
-                item = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self._lines.get(timeout=max(0.0, limit.left()))
             except queue.Empty:
                 self._stop()
-                raise ModelError(f"no reply line within {self.entry.timeout_s:g} s (the bot was stopped)",
-                                 model=self.name, retryable=True) from None
+                if limit.final:
+                    raise timed_out("no reply line", limit, model=self.name) from None
+                raise ModelError(f"no reply line within {limit.limit_s:g} s (the bot was stopped)",
+                                 model=self.name) from None  # a bot's time limit is its last word: not retried
             if item is _EOF:
                 raise self._died(process)
             if isinstance(item, _TooLong):

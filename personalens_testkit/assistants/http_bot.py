@@ -2,7 +2,8 @@
 
 The answer is read as a stream and given up past what a reply of ``max_reply_chars`` can take
 (a 10 MB answer never reaches memory); its body must be UTF-8, or the charset its
-Content-Type names.
+Content-Type names. ``timeout_s`` bounds a reply as a whole, from connecting to its last byte
+(a bot that trickles its answer is given up at the limit: :mod:`~personalens_testkit.llm.deadlines`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 import httpx
 
 from ..errors import ContractError, ModelError
+from ..llm.deadlines import bounded_client, http_failure
 from ..llm.entries import expand_env
 from ..llm.openai_compat import RETRYABLE_STATUS
+from ..timebox import deadline
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
 from .entries import HttpEntry
@@ -27,20 +30,20 @@ class HttpAssistant:
         self.entry = entry
         self.context = entry.switches()
         headers = {key: expand_env(value) for key, value in entry.headers.items()}
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(entry.timeout_s, connect=10.0), transport=transport)
+        self._client = bounded_client(timeout_s=entry.timeout_s, headers=headers, transport=transport)
 
     def check(self) -> None:
         check_reachable(self.entry.url)
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
         url = self.entry.url
-        try:
-            with self._client.stream("POST", url, json=request_payload(turn)) as response:
-                status, charset, body = response.status_code, response.charset_encoding, self._read(response)
-        except httpx.TimeoutException as exc:
-            raise ModelError(f"no reply from {url} within {self.entry.timeout_s:g} s", model=self.name, retryable=True) from exc
-        except httpx.TransportError as exc:
-            raise ModelError(f"cannot reach {url} ({type(exc).__name__}: {exc})", model=self.name, retryable=True) from exc
+        with deadline(self.entry.timeout_s, "timeout_s"):  # the whole reply, from connecting to its last byte
+            try:
+                with self._client.stream("POST", url, json=request_payload(turn)) as response:
+                    status, charset, body = response.status_code, response.charset_encoding, self._read(response)
+            except httpx.TransportError as exc:
+                raise http_failure(exc, what=f"no reply from {url}", url=url, model=self.name,
+                                   retry_timeouts=False) from exc
         if status != 200:
             raise ModelError(f"HTTP {status} from {url}: {_excerpt(body.decode('utf-8', 'replace'))}", model=self.name,
                              retryable=status in RETRYABLE_STATUS)

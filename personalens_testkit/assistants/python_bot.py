@@ -3,7 +3,8 @@
 It is called with the turn contract's request (a dict) and returns the reply string or the
 contract's response dict. An exception it raises is the bot's failure: an error of the case.
 
-Each call runs in a thread of its own, bounded by the entry's ``timeout_s``: a callable that
+Each call runs in a thread of its own, bounded by the entry's ``timeout_s`` (and by what is left
+of the scenario's time limit): a callable that
 hangs (sync or async) makes its turn an error after that time, and is abandoned - it may go on
 running in the background, but nothing waits for it, and Ctrl-C still ends the run.
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ContractError, ModelError
-from ..timebox import TimeLimit, call_within
+from ..llm.deadlines import timed_out
+from ..timebox import TimeLimit, call_by_deadline
 from .base import AssistantInput, AssistantReply
 from .contract import parse_reply, request_payload
 from .entries import PythonEntry
@@ -75,10 +77,14 @@ class PythonAssistant:
     def _reply(self, turn: AssistantInput) -> AssistantReply:
         request = request_payload(turn)
         try:
-            answer = call_within(lambda: self._call(request), self.entry.timeout_s, name=f"bot-{self.name}")
-        except TimeLimit:
+            answer = call_by_deadline(lambda: self._call(request), self.entry.timeout_s, "timeout_s",
+                                      thread=f"bot-{self.name}")
+        except TimeLimit as exc:
             self._loop = None  # it may still be running the abandoned call: the next one gets its own
-            raise ModelError(f"{self.entry.callable} did not reply within {self.entry.timeout_s:g} s (the call was "
+            limit = exc.deadline
+            if limit is not None and limit.final:  # the scenario's time ran out first
+                raise timed_out(f"{self.entry.callable} did not reply", limit, model=self.name) from None
+            raise ModelError(f"{self.entry.callable} did not reply within {exc.seconds:g} s (the call was "
                              "abandoned)", model=self.name) from None
         except (Exception, SystemExit) as exc:  # a bot calling sys.exit() fails its turn, not the run
             raise ModelError(f"{self.entry.callable} raised {type(exc).__name__}: {exc}", model=self.name) from exc

@@ -21,7 +21,7 @@ from ..report.agreement import agreement, format_agreement, load_labels
 from ..report.model import build_report
 from ..report.outputs import write_report_files
 from ..report.summary import format_comparison, format_summary, format_verdict
-from ..results.files import load_rows, write_rows
+from ..results.files import check_one_run, dedupe_rows, load_rows, write_rows
 from ..results.rows import ResultRow
 from ..settings import RunSettings, resolve_settings
 
@@ -40,11 +40,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    merged: dict[str, ResultRow] = {}
-    for path in args.results:
-        for row in load_rows(Path(path)):
-            merged[row.case_id] = row
-    rows = list(merged.values())
+    """One results file of several: only if one set-up produced every row; a case in two files is one case."""
+    sources = [(str(path), load_rows(Path(path))) for path in args.results]
+    check_one_run(sources, what="merge")
+    rows = dedupe_rows(row for _, rows in sources for row in rows)
     write_rows(Path(args.output), rows)
     print(f"merged {len(rows)} cases from {len(args.results)} files -> {args.output}")
     return _summarise(rows, args, source=", ".join(args.results))

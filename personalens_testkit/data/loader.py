@@ -13,8 +13,10 @@ many users are held once.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from ..errors import DataError, dotted
 from .models import Profile, Scenario, Task, UserTask
 
 _USER_DIR = re.compile(r"^user(\d+)$")
+#: the files of a profile folder (what a data fingerprint counts)
+_PROFILE_FILES = ("profile.json", "tasks.json", "tasks_md.json")
 _USER_TASKS = TypeAdapter(dict[str, UserTask])
 _CATALOGUE_LINE = TypeAdapter(dict[str, Any])
 
@@ -72,6 +76,26 @@ class Dataset:
     @property
     def label(self) -> str:
         return "bundled 50-profile sample" if self.bundled else str(self.data_dir)
+
+    @cached_property
+    def identity(self) -> str:
+        """Which data this is, the same on every machine: the bundled sample or upstream data, and a fingerprint
+        of the task catalogue's content and of the size of every profile's files (their sizes only: a full
+        checkout's 1,500 profiles are not read for it)."""
+        digest = hashlib.sha256()
+        try:
+            for path in sorted((self.data_dir / "task").glob("*/task.jsonl")):
+                content = path.read_bytes()
+                digest.update(f"{path.parent.name}\0{len(content)}\0".encode() + content)
+            for user in sorted(os.scandir(self.data_dir / "profile"), key=lambda entry: entry.name):
+                if _USER_DIR.match(user.name) and user.is_dir():
+                    for name in _PROFILE_FILES:
+                        path = Path(user.path) / name
+                        size = path.stat().st_size if path.is_file() else -1
+                        digest.update(f"{user.name}/{name}\0{size}\n".encode())
+        except OSError as exc:
+            raise DataError(self.data_dir, None, f"cannot be read ({exc.strerror or exc})") from None
+        return f"{'bundled 50-profile sample' if self.bundled else 'upstream data'} #{digest.hexdigest()[:12]}"
 
     def user_numbers(self) -> list[int]:
         """Numbers of all profiles present, ascending."""

@@ -13,6 +13,10 @@ too -, shared config and SSO, instance or task role). botocore makes one attempt
 retries are the run's own policy (``--retries``), so a call is counted once. botocore's
 errors become :class:`ModelError` here and nowhere else; credential problems (an unknown
 ``AWS_PROFILE``, an SSO session to log in again) are not retried and say what to run.
+
+``timeout_s`` bounds a call as a whole: botocore's reads each wait at most that long, and the
+call runs in a thread given up at the limit (an answer that trickles in cannot hold a case:
+:func:`~personalens_testkit.timebox.call_by_deadline`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import os
 from typing import Any, Literal
 
 from ..errors import ModelError
+from ..timebox import TimeLimit, call_by_deadline
 from .base import ChatRequest, ChatResponse, Message
+from .deadlines import CONNECT_S, timed_out
 
 JsonMode = Literal["tool", "any", "none"]
 
@@ -125,7 +131,7 @@ def make_client(
 
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
-        read_timeout=read_timeout_s, connect_timeout=10,
+        read_timeout=read_timeout_s, connect_timeout=min(CONNECT_S, read_timeout_s),
     )
     if replay_only:
         no_profile = botocore.session.get_session({"profile": (None, None, None, None)})
@@ -160,6 +166,8 @@ class BedrockChat:
         #: mark each prompt's fixed part as a cache point (None: by model family)
         self.prompt_cache = supports_prompt_cache(model_id) if prompt_cache is None else prompt_cache
         self.json_mode: JsonMode = json_mode or default_json_mode(model_id)
+        #: the most one call may take, as a whole
+        self.timeout_s = read_timeout_s
         self._client = client if client is not None else make_client(
             region, read_timeout_s=read_timeout_s, endpoint_url=endpoint_url, replay_only=replay_only)
 
@@ -216,8 +224,13 @@ class BedrockChat:
     def complete(self, request: ChatRequest) -> ChatResponse:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        args = self.converse_args(request)
         try:
-            response = self._client.converse(**self.converse_args(request))
+            response = call_by_deadline(lambda: self._client.converse(**args), self.timeout_s, "timeout_s",
+                                        thread="bedrock")
+        except TimeLimit as exc:
+            assert exc.deadline is not None
+            raise timed_out("no answer", exc.deadline, model=self.spec) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code = error.get("Code", "ClientError")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
+from .. import timebox
 from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
 from ..errors import DeadlineReached, ModelError
-from ..timebox import TimeLimit, call_within
 from .retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
@@ -21,8 +21,8 @@ def make_call(call: Callable[[], T], site: CallSite, *, policy: RetryPolicy, dea
               time_limit_s: float | None = None) -> tuple[T, int]:
     """``call()`` at ``site``: returns its result and the attempts it took. Retryable failures are retried
     per ``policy``; with a ``deadline`` (``time.monotonic()``) each attempt is given up once it passes,
-    even while it runs. A failure is raised re-labelled with the role and turn (and the attempts), or as
-    the one-line error the replay layer's explainer gives it."""
+    even while it runs (every wait of the call is bounded by it). A failure is raised re-labelled with
+    the role and turn (and the attempts), or as the one-line error the replay layer's explainer gives it."""
     token = CURRENT_CALL.set(site)
     attempts = 1
 
@@ -50,18 +50,25 @@ def make_call(call: Callable[[], T], site: CallSite, *, policy: RetryPolicy, dea
 
 
 def _bounded(call: Callable[[], T], site: CallSite, deadline: float | None, limit_s: float | None) -> Callable[[], T]:
-    """The call, bounded while it runs by what is left of the scenario's time (each attempt)."""
+    """The call under the scenario's deadline (each attempt): not made once it has passed; while it runs, the
+    deadline is in force (:func:`~personalens_testkit.timebox.deadline`), so each of the call's waits - a socket
+    read, a bot's reply, a thread waited for - takes at most what is left of it, and a call it cuts off ends in
+    :class:`DeadlineReached`. No thread per call: a replayed call costs a context variable, not a thread."""
     if deadline is None:
         return call
 
     def bounded() -> T:
         left = deadline - time.monotonic()
+        limit = limit_s if limit_s is not None else max(left, 0.0)
         if left <= 0:
-            raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of {limit_s:g} s ran out")
-        try:
-            return call_within(call, left, name="call")
-        except TimeLimit:
-            raise DeadlineReached(f"{site.describe()} given up while it ran: the scenario's time limit of "
-                                  f"{limit_s:g} s ran out") from None
+            raise DeadlineReached(f"{site.describe()} not made: the scenario's time limit of {limit:g} s ran out")
+        with timebox.deadline(limit, "the scenario's time limit", at=deadline, final=True):
+            try:
+                return call()
+            except (DeadlineReached, timebox.TimeLimit) as exc:
+                if isinstance(exc, timebox.TimeLimit) and not (exc.deadline and exc.deadline.final):
+                    raise
+                raise DeadlineReached(f"{site.describe()} given up while it ran: the scenario's time limit of "
+                                      f"{limit:g} s ran out") from None
 
     return bounded

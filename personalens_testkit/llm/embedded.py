@@ -25,7 +25,9 @@ from pathlib import Path
 
 import httpx
 
+from .. import timebox
 from ..errors import ModelServerError
+from .deadlines import bounded_client
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_ALIAS = "smollm2-135m-instruct-q4_1"
@@ -37,6 +39,9 @@ DEFAULT_LOCAL_CAPS = {"user_agent": 96, "assistant": 160, "judge": 400}
 #: (the longest, personalization, has at most seven strings: 7 x 200 characters is about 350 tokens).
 LOCAL_STRING_CHARS = 200
 
+
+#: the most one health check of a starting server may take (its whole answer)
+HEALTH_POLL_S = 2.0
 
 #: how to install what the embedded model needs (an extra of the package: the core installs without a compiler)
 EXTRA_HINT = "pip install 'personalens-testkit[embedded]' (builds llama-cpp-python: a C/C++ compiler and cmake, about 5 minutes)"
@@ -183,13 +188,17 @@ def server_url(port: int) -> str:
 
 
 def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, log_path: str | None = None) -> None:
-    """Poll ``GET {url}/models`` until it answers 200, the process dies, or time runs out."""
+    """Poll ``GET {url}/models`` until it answers 200, the process dies, or time runs out (each poll takes at
+    most HEALTH_POLL_S, its whole answer included)."""
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
+    client = bounded_client(timeout_s=HEALTH_POLL_S)
     while time.monotonic() < deadline:
         try:
-            response = httpx.get(f"{url}/models", timeout=2.0)
+            with timebox.deadline(HEALTH_POLL_S, "a health check's limit"):
+                response = client.get(f"{url}/models")
             if response.status_code == 200:
+                client.close()
                 return
             last = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
@@ -200,6 +209,7 @@ def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, lo
                 f"{_log_tail(log_path)}", model="local",
             )
         time.sleep(0.2)
+    client.close()
     raise ModelServerError(f"the model server at {url} was not healthy within {timeout_s:.0f} s ({last})", model="local")
 
 

@@ -4,7 +4,8 @@ Each endpoint gets a folder of lock files under the run folder, which the contro
 every worker share: ``--max-concurrency N`` is N slot files (a call holds an exclusive
 ``flock`` on one while it runs), ``--max-rps R`` is one file holding the earliest start time
 of the next call (read and advanced under its lock). Locks die with their process, so a
-crashed worker never holds a slot.
+crashed worker never holds a slot. A wait for a slot or for the rate takes at most what is left
+of the deadlines in force (the call's, the scenario's): past it the call is not made.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..timebox import TimeLimit, nearest_deadline, time_left
 from .base import ChatModel, ChatRequest, ChatResponse
+from .deadlines import timed_out
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,10 @@ class SharedLimiter:
         """Hold a concurrency slot (if limited), then wait for the rate (if limited)."""
         with contextlib.ExitStack() as stack:
             if self.limits.max_concurrency and self._local is not None:
-                stack.enter_context(self._local)
+                left = time_left()
+                if not self._local.acquire(timeout=None if left is None else max(0.0, left)):
+                    _give_up()
+                stack.callback(self._local.release)
                 stack.enter_context(self._concurrency_slot(self.limits.max_concurrency))
             if self.limits.max_rps:
                 self._wait_for_rate(self.limits.max_rps)
@@ -65,6 +71,9 @@ class SharedLimiter:
                     finally:
                         fcntl.flock(handle, fcntl.LOCK_UN)
                     return
+                left = time_left()
+                if left is not None and left <= 0:
+                    _give_up()
                 time.sleep(0.005)
         finally:
             for handle in handles:
@@ -86,6 +95,9 @@ class SharedLimiter:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
         if start > now:
+            left = time_left()
+            if left is not None and start - now > left:
+                _give_up()
             time.sleep(start - now)
 
 
@@ -97,11 +109,23 @@ class LimitedChat:
         self.limiter = limiter
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        with self.limiter.slot():
-            return self.model.complete(request)
+        try:
+            with self.limiter.slot():
+                return self.model.complete(request)
+        except TimeLimit as exc:
+            if exc.deadline is None:
+                raise
+            raise timed_out("no turn at the endpoint's limits (--max-rps, --max-concurrency)", exc.deadline,
+                            model=self.model.spec) from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
+
+
+def _give_up() -> None:
+    """A wait for a slot or for the rate ran past the nearest deadline: the call is not made."""
+    nearest = nearest_deadline()
+    raise TimeLimit(nearest.limit_s if nearest else 0.0, nearest)
 
 
 def endpoint_of(model: ChatModel) -> str:

@@ -2,6 +2,8 @@
 
 The only place that talks this wire format; transport and HTTP errors become
 :class:`ModelError` here, with retryable ones (429, 5xx, timeouts, resets) marked so.
+``timeout_s`` bounds a call as a whole, from connecting to the answer's last byte
+(:mod:`~personalens_testkit.llm.deadlines`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any, Callable, Literal
 import httpx
 
 from ..errors import ModelError
+from ..timebox import deadline
 from .base import ChatRequest, ChatResponse
+from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
 
 #: A source of recorded answers, given by the run when it replays (``(method, url, body)`` -> vcrpy's
 #: response dict, or None to send the request): the replay layer plugs in here, under the client.
@@ -44,12 +48,16 @@ class OpenAICompatibleChat:
         max_string_chars: int | None = None,
         transport: httpx.BaseTransport | None = None,
         answers: AnswerSource | None = None,
+        timeout_name: str = "timeout_s",
     ) -> None:
         self.spec = spec
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.json_dialect = json_dialect
         self.max_tokens_cap = dict(max_tokens_cap or {})
+        #: the most one call may take, connecting to last byte, and what sets it (named when a call runs out)
+        self.timeout_s = timeout_s
+        self.timeout_name = timeout_name
         #: bound on every free-text field of a constrained answer, so it always ends within the token cap
         self.max_string_chars = max_string_chars
         #: where a replay finds a call's recorded answer without building an HTTP request (None: always send)
@@ -57,10 +65,8 @@ class OpenAICompatibleChat:
         all_headers = dict(headers or {})
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            base_url=self.base_url, headers=all_headers, timeout=httpx.Timeout(timeout_s, connect=10.0),
-            transport=transport,
-        )
+        self._client = bounded_client(timeout_s=timeout_s, base_url=self.base_url, headers=all_headers,
+                                      transport=transport)
 
     def __repr__(self) -> str:  # never shows headers: they may hold a key
         return f"OpenAICompatibleChat(spec={self.spec!r}, base_url={self.base_url!r}, model={self.model!r})"
@@ -109,13 +115,25 @@ class OpenAICompatibleChat:
         return self._parse(content)
 
     def _post(self, body: bytes) -> tuple[int, bytes]:
+        # the error is made under the deadline (it names the limit met); the answer's bytes are counted as they come
+        with deadline(self.timeout_s, self.timeout_name), byte_budget(MAX_ANSWER_BYTES):
+            try:
+                response = self._client.post("/chat/completions", content=body,
+                                             headers={"content-type": "application/json"})
+                return response.status_code, response.content
+            except httpx.TransportError as exc:
+                raise http_failure(exc, what="no answer", url=self.base_url, model=self.spec) from exc
+
+    def probe(self) -> None:
+        """Any HTTP answer at all (``GET {base_url}/models``, whatever its status), within the deadlines in force:
+        the preflight's first step, so a port that accepts connections and never answers fails in seconds while a
+        model that is slow to load is not yet asked to answer."""
         try:
-            response = self._client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
-        except httpx.TimeoutException as exc:
-            raise ModelError(f"no answer within the time limit ({type(exc).__name__})", model=self.spec, retryable=True) from exc
+            with self._client.stream("GET", "/models"):
+                pass  # the status line and headers are the answer; the body is not read
         except httpx.TransportError as exc:
-            raise ModelError(f"cannot reach {self.base_url} ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
-        return response.status_code, response.content
+            raise http_failure(exc, what=f"no HTTP answer from {self.base_url}", url=self.base_url,
+                               model=self.spec) from exc
 
     def _parse(self, content: bytes | str) -> ChatResponse:
         try:

@@ -54,7 +54,8 @@ def _local(label: str, entry: LocalModel, ctx: ModelContext, role: str) -> ChatM
     bundled = settings.model_path is None
     return OpenAICompatibleChat(
         spec=label, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
-        timeout_s=ctx.local_timeout_s, max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
+        timeout_s=ctx.local_timeout_s, timeout_name="the embedded model's limit",
+        max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
         max_string_chars=LOCAL_STRING_CHARS if bundled else None, answers=ctx.recorded_answer,
     )
 

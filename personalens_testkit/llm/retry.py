@@ -15,6 +15,7 @@ from typing import Callable, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ..errors import DeadlineReached, ModelError
+from ..timebox import deadline
 from .base import ChatModel, ChatRequest, Message, Purpose
 
 T = TypeVar("T")
@@ -73,9 +74,24 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, *, deadline: f
 
 #: The one message of a preflight call: the cheapest real call that proves a model answers.
 PING_TEXT = "This is a connection check before an evaluation run. Reply with the word OK."
+#: The preflight's limits, each for all its tries together. PROBE_S: an OpenAI-compatible endpoint gives any HTTP
+#: answer (``GET /models``, any status): a port that accepts connections and never answers is reported by then.
+#: PING_S: the one-token call answers (lowered by the model's own ``timeout_s``): a live remote model answers one
+#: token in a second or two, and one that loads on its first call (an Ollama-style server) within tens of seconds.
+PROBE_S = 10.0
+PING_S = 30.0
+#: the preflight retries a quick failure (a 429, a 5xx, a dropped connection) once, half a second later: not the
+#: run's --retries, whose backoff would keep a dead endpoint's one line waiting for minutes
+PING_RETRY = RetryPolicy(attempts=2, initial_s=0.5, max_s=0.5, jitter_s=0.25)
 
 
-def ping(model: ChatModel, purpose: Purpose, policy: RetryPolicy) -> None:
-    """One minimal real call (one answer token), retried like any call; a failure raises its ModelError."""
+def ping(model: ChatModel, purpose: Purpose) -> None:
+    """The preflight of a model: any HTTP answer within PROBE_S (where the backend can tell), then one minimal real
+    call (one answer token) within PING_S; a failure raises its ModelError, naming the limit it ran out of."""
+    probe = getattr(model, "probe", None)
+    if callable(probe):
+        with deadline(PROBE_S, "preflight") as limit:
+            call_with_retries(probe, PING_RETRY, deadline=limit.at if limit else None)
     request = ChatRequest(messages=(Message("user", PING_TEXT),), purpose=purpose, temperature=0.0, max_tokens=1)
-    call_with_retries(lambda: model.complete(request), policy)
+    with deadline(PING_S, "preflight") as limit:
+        call_with_retries(lambda: model.complete(request), PING_RETRY, deadline=limit.at if limit else None)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
-from ..errors import PersonalensError, ReplayMissError, ReplyChangedError
+from ..errors import CassetteError, PersonalensError, ReplayMissError, ReplyChangedError
 from ..secrets import secret_values
 from .matching import address, body_difference, call_matcher
 from .scrub import CALL_HEADER, normalise_uri, scrub_body, scrub_request_headers, scrub_response
@@ -101,6 +101,11 @@ class Cassettes:
         # not through the memo: a replayed call's body comes once, the memo serves vcrpy's repeated filtering
         return method, address(normalise_uri(uri)), scrub_body(body, self.secrets) or b""
 
+    def never_recorded(self, uri: str) -> bool:
+        """Whether a request to ``uri``, made now, is never recorded nor replayed (the bot's own traffic): it is
+        sent as it is, its answer streamed to the caller (see :func:`~.router.install`)."""
+        return self._bot_traffic(uri, CURRENT_CALL.get())
+
     def _bot_traffic(self, uri: str, site: CallSite | None) -> bool:
         return (self.settings.assistant_is_bot and site is not None and site.role == "assistant"
                 and uri != ASSISTANT_URI)
@@ -122,18 +127,22 @@ class Cassettes:
         return scrub_response(decode_response(response), self.secrets)
 
     @contextlib.contextmanager
-    def use(self, path: Path, mode: str) -> Iterator[Any]:
+    def use(self, path: Path, mode: str, rerecord: str = "") -> Iterator[Any]:
         """The vcrpy cassette at ``path`` in record ``mode`` (our storage, matching and filters), active
-        in this thread while the context lasts, saved at its end (unless marked not ``dirty``)."""
+        in this thread while the context lasts, saved at its end (unless marked not ``dirty``). A cassette
+        that cannot be replayed is a CassetteError naming it, and ``rerecord``, the command that records it again."""
         from .indexed import IndexedCassette
 
         router.install()
-        cassette = IndexedCassette.load(
-            path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
-            match_on=(call_matcher,), before_record_request=self.before_record_request,
-            before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
-            request_key=self.request_key,
-        )
+        try:
+            cassette = IndexedCassette.load(
+                path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
+                match_on=(call_matcher,), before_record_request=self.before_record_request,
+                before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
+                request_key=self.request_key, never_recorded=self.never_recorded,
+            )
+        except CassetteError as exc:
+            raise exc.with_command(rerecord) if rerecord else exc
         token = ACTIVE.set(cassette)
         try:
             yield cassette
@@ -196,7 +205,7 @@ class ScenarioCassettes:
         self._cassettes.append(self._stack.enter_context(self._use(path, mode)))
 
     def _use(self, path: Path, mode: str) -> Any:
-        return self.cassettes.use(path, mode)
+        return self.cassettes.use(path, mode, self.rerecord)
 
     # -- misses ---------------------------------------------------------------------------
     def explain(self, exc: BaseException, site: CallSite) -> PersonalensError | None:

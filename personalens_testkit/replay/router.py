@@ -6,6 +6,10 @@ the wrong cassette. Here the patches are installed once, for a router that stand
 "the cassette": each call goes to the cassette active in its own thread (the ``ACTIVE``
 context variable), or straight through when none is. That makes scenarios safe to run
 concurrently in threads, and saves re-patching every library for every scenario.
+
+A request that is never recorded - none is active, or it is the bot's own traffic - goes past
+vcrpy to httpx's real transport: vcrpy's stub reads a whole answer before the caller sees any of
+it, so a bot streaming 400 MB would be held in memory before its reply limit could refuse it.
 """
 
 from __future__ import annotations
@@ -96,7 +100,51 @@ def install() -> None:
         for patcher in CassettePatcherBuilder(ROUTER).build():
             patcher.__enter__()
         vcr.patch.force_reset = _no_reset
+        _pass_unrecorded_traffic_through()
         _installed = True
+
+
+def _passes_through(request: Any) -> bool:
+    """Whether an httpx request is sent past vcrpy: no cassette is active, or the active one never records it."""
+    active = ACTIVE.get()
+    if active is None:
+        return True
+    passes = getattr(active, "passes_through", None)
+    return passes is not None and passes(str(request.url))
+
+
+def _pass_unrecorded_traffic_through() -> None:
+    """Put a switch in front of vcrpy's stubs on httpx's real transports: a request that is never recorded
+    goes to the transport vcrpy patched, its answer streamed as httpx streams it (a bot's reply limit then
+    applies as it is read); every other request goes through vcrpy's stub, as before."""
+    import vcr.patch
+
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx is a dependency
+        return
+    for cls, name, real in (
+        (httpx.HTTPTransport, "handle_request", getattr(vcr.patch, "_HttpxHttpTransport_handle_request", None)),
+        (httpx.AsyncHTTPTransport, "handle_async_request",
+         getattr(vcr.patch, "_HttpxAsyncHttpTransport_handle_async_request", None)),
+    ):
+        stub = getattr(cls, name)
+        if real is None or stub is real:  # vcrpy did not patch it: nothing to go past
+            continue
+        setattr(cls, name, _switch(stub, real, asynchronous=name.endswith("async_request")))
+
+
+def _switch(stub: Any, real: Any, *, asynchronous: bool) -> Any:
+    if asynchronous:
+        async def handle_async_request(self: Any, request: Any) -> Any:
+            return await (real if _passes_through(request) else stub)(self, request)
+
+        return handle_async_request
+
+    def handle_request(self: Any, request: Any) -> Any:
+        return (real if _passes_through(request) else stub)(self, request)
+
+    return handle_request
 
 
 @contextlib.contextmanager

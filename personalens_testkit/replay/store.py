@@ -7,11 +7,17 @@ is made safe and given a short hash of the original, so two names never share a 
 The serializer keeps bodies that are not UTF-8 as base64 (``{"base64": ...}``), so any
 bytes round-trip. xz sees the whole file: a dialogue's growing prompts repeat each other,
 which lzma compresses about ten times better than gzip's 32 KiB window.
+
+A cassette is read a chunk at a time and decompressed no further than ``MAX_CASSETTE_BYTES``;
+one that cannot be replayed - not xz, truncated, empty, not UTF-8 JSON, not a cassette of ours,
+too large - is a :class:`~personalens_testkit.errors.CassetteError` naming the file and what is
+wrong with it (a missing file is no error: the scenario has no cassette).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import lzma
@@ -20,9 +26,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..files import write_bytes_atomically
+from ..errors import CassetteError, dotted
+from ..files import BoundedReadError, read_xz, write_bytes_atomically
 
 SUFFIX = ".json.xz"
+#: The most a cassette may decompress to. The largest recorded here is 0.85 MB (a 30-turn multi-domain
+#: dialogue, 13 KB of xz); a 30-turn dialogue whose every reply takes the default max_reply_chars (20,000)
+#: makes about 40 MB: the cap is six times that, and bounds what a cassette (an xz bomb: a few KB that
+#: decompress to gigabytes) can take in memory.
+MAX_CASSETTE_BYTES = 256 << 20
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
 
 
@@ -80,19 +92,39 @@ class XzPersister:
 
     @staticmethod
     def load_cassette(cassette_path: str | os.PathLike[str], serializer: Any) -> Any:
-        from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
-        from vcr.serialize import deserialize
+        """vcrpy's (requests, responses[, metadata]) of a cassette; vcrpy's CassetteNotFoundError when there is no
+        file, a CassetteError naming the file and what is wrong with it when it cannot be replayed."""
+        from vcr.persisters.filesystem import CassetteNotFoundError
 
         path = Path(cassette_path)
         try:
-            raw = path.read_bytes()
+            data = read_xz(path, MAX_CASSETTE_BYTES)
         except FileNotFoundError:
             raise CassetteNotFoundError() from None
+        except OSError as exc:
+            raise CassetteError(path, f"cannot be read ({exc.strerror or exc})") from None
+        except BoundedReadError as exc:
+            limit = " (MAX_CASSETTE_BYTES, the most a cassette may hold)" if exc.too_large else ""
+            raise CassetteError(path, f"{exc}{limit}") from None
         try:
-            text = lzma.decompress(raw).decode("utf-8")
-        except (lzma.LZMAError, UnicodeDecodeError) as exc:
-            raise CassetteDecodeError(f"{path}: not an xz-compressed cassette ({exc})") from exc
-        return deserialize(text, serializer)
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CassetteError(path, f"not UTF-8 text once decompressed (byte 0x{data[exc.start]:02x} at "
+                                      f"position {exc.start:,})") from None
+        del data
+        try:
+            cassette = serializer.deserialize(text)
+        except json.JSONDecodeError as exc:
+            raise CassetteError(path, f"not JSON once decompressed ({exc.msg}: line {exc.lineno}, column "
+                                      f"{exc.colno})") from None
+        except RecursionError:
+            raise CassetteError(path, "not a cassette of ours: its JSON is nested too deeply") from None
+        except (binascii.Error, ValueError) as exc:  # a {"base64": ...} body that is not base64
+            raise CassetteError(path, f"not a cassette of ours: a body's base64 is invalid ({exc})") from None
+        problem = _not_a_cassette(cassette)
+        if problem:
+            raise CassetteError(path, f"not a cassette of ours: {problem}")
+        return _interactions(cassette)
 
     @staticmethod
     def save_cassette(cassette_path: str | os.PathLike[str], cassette_dict: dict[str, Any], serializer: Any) -> None:
@@ -101,3 +133,59 @@ class XzPersister:
         # preset 6: 3 % larger than 9e (9.2 vs 8.9 KB for a 20-turn dialogue), 3.5 times faster (52 vs 184 ms)
         data = lzma.compress(serialize(cassette_dict, serializer).encode("utf-8"), preset=6)
         write_bytes_atomically(Path(cassette_path), data)
+
+
+def _not_a_cassette(cassette: Any) -> str | None:
+    """What keeps decoded JSON from being a cassette vcrpy can replay (``where: what``), or None."""
+    if not isinstance(cassette, dict) or not isinstance(cassette.get("interactions"), list):
+        return f"expected a JSON object with an \"interactions\" list, got {_kind(cassette)}"
+    for number, interaction in enumerate(cassette["interactions"]):
+        where = ("interactions", number)
+        if not isinstance(interaction, dict):
+            return f"{dotted(where)}: expected an object, got {_kind(interaction)}"
+        for part, fields in (("request", _REQUEST), ("response", _RESPONSE)):
+            found = interaction.get(part)
+            if not isinstance(found, dict):
+                return f"{dotted((*where, part))}: expected an object, got {_kind(found)}"
+            for name, kinds in fields:
+                value = found.get(name, _MISSING)
+                if not isinstance(value, kinds):
+                    got = "nothing" if value is _MISSING else _kind(value)
+                    return f"{dotted((*where, part, name))}: expected {_KINDS[kinds]}, got {got}"
+        response = interaction["response"]
+        if not isinstance(response["status"].get("code"), int) or isinstance(response["status"]["code"], bool):
+            return f"{dotted((*where, 'response', 'status', 'code'))}: expected a number"
+        body = response["body"].get("string", _MISSING)
+        if not isinstance(body, _BODY):
+            got = "nothing" if body is _MISSING else _kind(body)
+            return f"{dotted((*where, 'response', 'body', 'string'))}: expected {_KINDS[_BODY]}, got {got}"
+        extra = sorted(set(interaction["request"]) - {name for name, _ in _REQUEST})
+        if extra:
+            return f"{dotted((*where, 'request'))}: unexpected key {extra[0]!r}"
+    if "metadata" in cassette and not isinstance(cassette["metadata"], dict):
+        return f"metadata: expected an object, got {_kind(cassette['metadata'])}"
+    return None
+
+
+_MISSING = object()
+_BODY = (str, bytes, type(None))
+_REQUEST = (("method", str), ("uri", str), ("body", _BODY), ("headers", dict))
+_RESPONSE = (("status", dict), ("headers", dict), ("body", dict))
+_KINDS = {str: "a string", dict: "an object", _BODY: "a string or null"}
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null", bytes: "base64 bytes"}.get(type(value), type(value).__name__)
+
+
+def _interactions(cassette: dict[str, Any]) -> Any:
+    """vcrpy's form of a cassette checked by :func:`_not_a_cassette`, as its deserializer gives it."""
+    from vcr.request import Request
+    from vcr.serializers import compat
+
+    requests = [Request._from_dict(item["request"]) for item in cassette["interactions"]]
+    responses = [compat.convert_to_bytes(item["response"]) for item in cassette["interactions"]]
+    if cassette.get("metadata"):
+        return requests, responses, cassette["metadata"]
+    return requests, responses

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from ..data.models import case_id
 from ..errors import UsageError
 from ..gating.stats import cohen_kappa, krippendorff_alpha_ordinal, weighted_kappa
-from ..results.files import load_records
+from ..results.files import finished_instant, load_records
 from ..scales import METRICS, Metric
 
 
@@ -40,18 +40,23 @@ def _label(metric: Metric, value: Any, where: str) -> Any:
 
 
 def labels_by_scenario(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    found = {}
+    """Labels by case id. A case given twice is one case, its newest record (see ``results.files.dedupe_rows``):
+    when that is an error, the case has no label."""
+    found: dict[str, dict[str, Any] | None] = {}
+    newest: dict[str, float] = {}
     for number, row in enumerate(rows, 1):
-        scores = row.get("scores") if isinstance(row.get("scores"), dict) else row
-        if row.get("status", "passed") == "error" or not scores:
-            continue
         where = f"record {number} ({row.get('scenario_id')!r})"
         repeat = row.get("repeat")
         if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1):
             raise ValueError(f"{where}: repeat must be a whole number from 1 (got {repeat!r})")
-        found[case_id(str(row["scenario_id"]), repeat)] = {
-            m.name: _label(m, scores[m.name], where) for m in METRICS if scores.get(m.name) is not None}
-    return found
+        case, instant = case_id(str(row["scenario_id"]), repeat), finished_instant(row.get("finished_at"))
+        if case in found and instant < newest[case]:
+            continue
+        scores = row.get("scores") if isinstance(row.get("scores"), dict) else row
+        unlabelled = row.get("status", "passed") == "error" or not scores
+        found[case], newest[case] = None if unlabelled else {
+            m.name: _label(m, scores[m.name], where) for m in METRICS if scores.get(m.name) is not None}, instant
+    return {case: labels for case, labels in found.items() if labels is not None}
 
 
 def agreement(a: Mapping[str, dict[str, Any]], b: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

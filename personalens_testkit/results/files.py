@@ -6,8 +6,8 @@
 - ``report.json``: a run report, whose ``rows`` hold the same rows.
 - a JSON list of rows.
 
-Whatever the file, :func:`load_rows` gives typed :class:`~.rows.ResultRow` objects, or one
-line naming the file, the line and the field at fault.
+Whatever the file, :func:`load_rows` gives typed :class:`~.rows.ResultRow` objects, one per case (the
+newest, :func:`dedupe_rows`), or one line naming the file, the line and the field at fault.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import contextlib
 import errno
 import json
 import lzma
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, Callable, Iterable, Sequence, TypeVar
 
 from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
-from ..files import reserve, write_atomically, write_bytes_atomically
-from .rows import ResultRow
+from ..files import BoundedReadError, read_xz, reserve, write_atomically, write_bytes_atomically
+from .rows import IDENTITY_FIELDS, ResultRow, identity_difference, identity_value
 
 
 class ResultsWriter:
@@ -107,15 +108,50 @@ class ResultsWriter:
 
 
 def read_rows(path: Path) -> list[ResultRow]:
-    """Every complete row of a results file this run wrote (a torn last line from a crash is skipped)."""
+    """One row per case of a results file this run wrote, the newest (see :func:`dedupe_rows`; a torn last
+    line from a crash is skipped)."""
     with open(path, encoding="utf-8") as handle:
-        return [ResultRow.model_validate_json(line) for line in handle if line.endswith("\n") and line.strip()]
+        return dedupe_rows(ResultRow.model_validate_json(line) for line in handle if line.endswith("\n") and line.strip())
 
 
 def load_rows(path: Path, *, what: str = "results") -> list[ResultRow]:
     """Rows of a report JSON (``report.json``), a results file (``results.jsonl``; a torn last line
-    left by a killed run is skipped) or a JSON list of rows; a UsageError names what is wrong."""
-    return [_row(row, path, what, number) for number, row in enumerate(load_records(path, what=what), start=1)]
+    left by a killed run is skipped) or a JSON list of rows, one per case (see :func:`dedupe_rows`);
+    a UsageError names what is wrong."""
+    return dedupe_rows(_row(row, path, what, number) for number, row in enumerate(load_records(path, what=what), start=1))
+
+
+T = TypeVar("T")
+
+
+def dedupe_rows(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    """One row per case (``case_id``: a scenario's try): a case counted twice - a file concatenated with
+    itself, a resumed run's rows joined with the run it resumed - is one case. The newest row wins: the
+    later ``finished_at``; on a tie (or a row without one), the later in the sequence. Rows come in the
+    order their cases first appear."""
+    return newest_per_case(rows, case=lambda row: row.case_id, finished=lambda row: row.finished_at)
+
+
+def newest_per_case(items: Iterable[T], *, case: Callable[[T], str], finished: Callable[[T], Any]) -> list[T]:
+    """The rule of :func:`dedupe_rows` for any record: ``case`` names an item's case, ``finished`` its end."""
+    best: dict[str, tuple[tuple[float, int], T]] = {}
+    for position, item in enumerate(items):
+        key, rank = case(item), (finished_instant(finished(item)), position)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, item)  # a dict keeps a key where it was first put: the case's first place
+    return [item for _, item in best.values()]
+
+
+def finished_instant(value: Any) -> float:
+    """A row's ``finished_at`` as seconds since the epoch (a time without a zone: UTC); -inf when there is none
+    or it is not an ISO 8601 time, so any row with a time is newer."""
+    if not isinstance(value, str) or not value:
+        return float("-inf")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return float("-inf")
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
@@ -130,11 +166,16 @@ def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
     return records
 
 
+#: The most an xz results file (the recorded results beside the cassettes, about 2 KB a slim row) may
+#: decompress to: some 500,000 rows, four times the whole benchmark's 122,808 cases.
+MAX_RESULTS_BYTES = 1 << 30
+
+
 def _load_json(path: Path, what: str) -> Any:
     try:
-        data = path.read_bytes()
-        text = (lzma.decompress(data) if path.name.endswith(".xz") else data).decode("utf-8")
-    except (OSError, UnicodeDecodeError, lzma.LZMAError) as exc:
+        data = read_xz(path, MAX_RESULTS_BYTES) if path.name.endswith(".xz") else path.read_bytes()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError, BoundedReadError) as exc:
         raise UsageError(f"{what} {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         return json.loads(text)
@@ -161,3 +202,29 @@ def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
     text = "".join(row.model_dump_json() + "\n" for row in rows)
     data = text.encode("utf-8")
     write_bytes_atomically(path, lzma.compress(data, preset=6) if path.name.endswith(".xz") else data)
+
+
+def check_one_run(sources: Sequence[tuple[str, Sequence[ResultRow]]], *, what: str) -> None:
+    """Rows of several files (shards, a run and its resumption) make one report only if they were produced
+    alike: every row has the same identity, or none has one (older rows). Else a UsageError naming the two
+    files and the first field that differs."""
+    first: tuple[str, ResultRow] | None = None
+    for name, rows in sources:
+        for row in rows:
+            if first is None:
+                first = (name, row)
+                continue
+            field = identity_difference(row.identity, first[1].identity)
+            if field is not None:
+                raise UsageError(f"{what}: {_identity_clash(field, (name, row), first)} (field {field}): rows produced "
+                                 "differently are not one run's and make no one report")
+
+
+def _identity_clash(field: str, one: tuple[str, ResultRow], other: tuple[str, ResultRow]) -> str:
+    if field == "identity":
+        bare, dressed = (one, other) if one[1].identity is None else (other, one)
+        owner = "other rows do" if bare[0] == dressed[0] else f"{dressed[0]}'s do"
+        return f"{bare[0]}: rows carry no identity (written by an older testkit), {owner}"
+    owner = "other rows" if one[0] == other[0] else f"{other[0]}'s"
+    return (f"{one[0]}: rows were produced by {IDENTITY_FIELDS[field]} {identity_value(one[1].identity, field)}, "
+            f"{owner} by {identity_value(other[1].identity, field)}")

@@ -1,6 +1,6 @@
 """The result rows of a recording, kept beside its cassettes (``<cassette dir>/<assistant>/results.jsonl.xz``).
 
-A run that records updates them (one row per case, the latest wins); an offline replay of the
+A run that records updates them (one row per case, the newest wins); an offline replay of the
 same cassettes must reproduce their scores exactly - that is what replay promises.
 
 They are committed with the cassettes, so they keep what a replay compares and what a report or a
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.models import case_id
-from .files import load_records, load_rows, write_rows
+from .files import dedupe_rows, finished_instant, load_records, load_rows, newest_per_case, write_rows
 from .rows import ResultRow
 
 RESULTS_NAME = "results.jsonl.xz"
@@ -48,12 +48,16 @@ def load_recorded(path: Path) -> dict[str, ResultRow]:
 
 
 def merge_recorded(path: Path, rows: Iterable[ResultRow]) -> int:
-    """Put these rows in the recorded results (replacing a case's older row); returns how many were written."""
-    merged = {key: slim(row) for key, row in load_recorded(path).items()}
+    """Put these rows in the recorded results, one per case, the newest (see :func:`~.files.dedupe_rows`: a
+    resumed run's kept rows never replace a newer recording); returns how many took their case's place."""
+    recorded = load_recorded(path)
+    merged = {key: slim(row) for key, row in recorded.items()}
     count = 0
-    for row in rows:
-        merged[row.case_id] = slim(row)
-        count += 1
+    for row in dedupe_rows(rows):
+        before = recorded.get(row.case_id)
+        if before is None or finished_instant(row.finished_at) >= finished_instant(before.finished_at):
+            merged[row.case_id] = slim(row)
+            count += 1
     if count:
         write_rows(path, (merged[key] for key in sorted(merged)))
         legacy = path.with_name(LEGACY_NAME)
@@ -68,8 +72,12 @@ def load_compared(path: Path) -> dict[str, dict[str, Any]]:
     found = existing(path)
     if found is None:
         return {}
-    return {case_id(record["scenario_id"], record.get("repeat")): {name: record.get(name) for name in COMPARED}
-            for record in load_records(found, what="recorded results")}
+    def case(record: dict[str, Any]) -> str:
+        return case_id(record["scenario_id"], record.get("repeat"))
+
+    records = newest_per_case(load_records(found, what="recorded results"), case=case,
+                              finished=lambda record: record.get("finished_at"))
+    return {case(record): {name: record.get(name) for name in COMPARED} for record in records}
 
 
 def differences(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

@@ -21,6 +21,50 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class RunIdentity(_Part):
+    """What produced a row, beyond its case: the assistant, each role's model, the data, the floors that
+    decided its status, the testkit. A row stands for a case of another run (``--resume``, ``personalens
+    merge``) only when the two identities are equal; a row without one (an older testkit's) stands for none."""
+
+    assistant: str
+    assistant_kind: str
+    #: the reference assistant's model and prompt variant (None for a bot), and the user context it sees
+    assistant_model: Optional[str] = None
+    assistant_prompt: Optional[str] = None
+    assistant_context: str = ""
+    #: each benchmark role's model as its spec (a [models] name resolved: renaming an entry changes nothing)
+    user_model: str
+    judge_model: str
+    #: the data: the bundled sample or an upstream folder, and a fingerprint of its content
+    data: str
+    #: the per-scenario floors that decided the row's status (thresholds.yaml's ``scenario`` table)
+    floors: str
+    #: the testkit's version
+    testkit: str
+
+
+#: How a one-line message names each field of an identity, in the order they are compared.
+IDENTITY_FIELDS: dict[str, str] = {
+    "assistant": "assistant", "assistant_kind": "assistant kind", "assistant_model": "assistant model",
+    "assistant_prompt": "prompt variant", "assistant_context": "assistant context", "user_model": "user-agent model",
+    "judge_model": "judge model", "data": "data", "floors": "per-scenario floors", "testkit": "testkit version",
+}
+
+
+def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) -> str | None:
+    """The first field (of :data:`IDENTITY_FIELDS`) in which two identities differ; ``identity`` when one of
+    them is missing; None when they are equal (or both missing: nothing to tell them apart)."""
+    if theirs is None or ours is None:
+        return None if theirs is ours else "identity"
+    return next((name for name in IDENTITY_FIELDS if getattr(theirs, name) != getattr(ours, name)), None)
+
+
+def identity_value(identity: RunIdentity | None, field: str) -> str:
+    """A field of an identity as a message quotes it."""
+    value = None if identity is None else getattr(identity, field, None)
+    return "none" if value in (None, "") else f'"{value}"'
+
+
 class RunInfo(_Part):
     """What every row of a run shares: its id and the parts it was run with."""
 
@@ -34,6 +78,8 @@ class RunInfo(_Part):
     user_model: str
     judge_model: str
     record_mode: Optional[str] = None
+    #: what produced the rows (None: not known, as for `personalens judge`'s rows)
+    identity: Optional[RunIdentity] = None
 
 
 class RowError(_Part):
@@ -95,6 +141,8 @@ class ResultRow(_Part):
     user_model: str = ""
     judge_model: str = ""
     record_mode: Optional[str] = None
+    #: what produced the row (None in the rows of older versions: they stand for no other run's case)
+    identity: Optional[RunIdentity] = None
     cassette: Optional[str] = None
     repeat: int = 1
     scores: Optional[Scores] = None

@@ -1,21 +1,35 @@
 """Which cases a run executes: the selected scenarios, ``--repeat`` tries of each, this ``--shard``'s
-slice, less what the ``--resume`` results already scored."""
+slice, less what the ``--resume`` results already scored - rows this very run's set-up produced."""
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Callable
 
 from ..data.loader import Dataset, open_dataset
 from ..data.models import Scenario, case_id
 from ..data.selection import select_scenarios
+from ..errors import UsageError
 from ..results.files import load_rows
-from ..results.rows import ResultRow
+from ..results.rows import IDENTITY_FIELDS, ResultRow, RunIdentity, identity_difference, identity_value
 from ..settings import RunSettings
 
 
 class RunCases:
-    def __init__(self, settings: RunSettings) -> None:
+    """``identity``: what produces this run's rows (asked once, when a ``--resume`` file is read)."""
+
+    def __init__(self, settings: RunSettings, identity: Callable[[], RunIdentity]) -> None:
         self.settings = settings
+        self._identity = identity
+        #: the scored rows of the ``--resume`` file another set-up produced, dropped by --resume-mismatch rerun
+        self.set_aside: list[ResultRow] = []
+        #: why they were set aside (the first field that differs, as a line says it)
+        self.set_aside_why = ""
+
+    @cached_property
+    def identity(self) -> RunIdentity:
+        """What produces this run's rows (each row carries it; a resumed row must have it)."""
+        return self._identity()
 
     @cached_property
     def dataset(self) -> Dataset:
@@ -37,10 +51,25 @@ class RunCases:
 
     @cached_property
     def resumed(self) -> list[ResultRow]:
-        """The scored rows of the ``--resume`` results (errors are run again)."""
-        if self.settings.resume is None:
+        """The scored rows of the ``--resume`` results, one per case, the newest (errors are run again). A row
+        that this run's set-up did not produce (see :class:`~..results.rows.RunIdentity`) is a UsageError
+        naming the field, or with ``--resume-mismatch rerun`` is set aside and its case run again."""
+        path = self.settings.resume
+        if path is None:
             return []
-        return [row for row in load_rows(self.settings.resume, what="--resume") if row.scored]
+        scored = [row for row in load_rows(path, what="--resume") if row.scored]
+        ours = self.identity
+        differing = [(row, identity_difference(row.identity, ours)) for row in scored]
+        mismatched = [(row, field) for row, field in differing if field is not None]
+        if not mismatched:
+            return scored
+        row, field = mismatched[0]
+        why = _mismatch(row, field, ours, len(mismatched), len(scored))
+        if self.settings.resume_mismatch != "rerun":
+            raise UsageError(f"--resume {path}: {why} (field {field}): resume with the set-up that produced them, or "
+                             "pass --resume-mismatch rerun to run those cases again")
+        self.set_aside, self.set_aside_why = [row for row, _ in mismatched], why
+        return [row for row, field in differing if field is None]
 
     def header_lines(self) -> list[str]:
         """What the shard and the resumed results leave to run (for the run header)."""
@@ -49,5 +78,17 @@ class RunCases:
             lines.append(f"shard {s.shard[0]}/{s.shard[1]}: {len(self.all)} cases of this slice (join the shards' "
                          "results with `personalens merge`)")
         if s.resume is not None:
-            lines.append(f"resuming {s.resume}: {len(self.resumed)} scored cases kept, {len(self.all)} to run")
+            kept = len(self.resumed)  # read first: it sets the rows set aside
+            aside = f", {len(self.set_aside)} set aside to run again ({self.set_aside_why})" if self.set_aside else ""
+            lines.append(f"resuming {s.resume}: {kept} scored cases kept{aside}, {len(self.all)} to run")
         return lines
+
+
+def _mismatch(row: ResultRow, field: str, ours: RunIdentity, count: int, total: int) -> str:
+    """Why rows of a --resume file are not this run's, in words: the first of them, its first differing field."""
+    rows = "the scored rows" if count == total else f"{count} of the {total} scored rows"
+    if field == "identity":
+        return f"{rows} carry no identity (written by an older testkit): nothing says this run's set-up produced them"
+    words = IDENTITY_FIELDS[field]
+    return (f"{rows} were produced by {words} {identity_value(row.identity, field)}, this run's is "
+            f"{identity_value(ours, field)}")

@@ -146,7 +146,8 @@ class ModelPool:
                     raise UsageError(f"{label(role, spec)}: {exc}") from None
 
     def ping_all(self, label: Any) -> None:
-        """One minimal real call to each live remote model of the run (once per distinct model)."""
+        """One minimal real call to each live remote model of the run (once per distinct model), within the
+        preflight's own limits (:func:`~personalens_testkit.llm.retry.ping`), not the run's retries."""
         s = self.settings
         pinged: set[str] = set()
         for role, spec in s.model_specs().items():
@@ -157,7 +158,7 @@ class ModelPool:
                 where = f"{describe(spec, s.models)} at {endpoint_of(model)}"
                 if where not in pinged:
                     pinged.add(where)
-                    ping(model, role, s.retry)  # type: ignore[arg-type]
+                    ping(model, role)  # type: ignore[arg-type]
             except PersonalensError as exc:
                 raise UsageError(f"{role.replace('_', ' ')} model, {label(role, spec)}: {exc}") from None
             finally:

@@ -10,14 +10,16 @@ import time
 from functools import cached_property
 from typing import Any
 
+from .. import __version__
+from ..data.loader import Dataset
 from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
 from ..calibration.report import CalibrationReport, load_calibration
 from ..gating.expectations import Expectations, load_expectations, location
 from ..gating.thresholds import Thresholds, load_thresholds
-from ..llm.registry import describe
+from ..llm.registry import describe, resolve
 from ..results.files import ResultsWriter
-from ..results.rows import RunInfo
+from ..results.rows import RunIdentity, RunInfo
 from ..settings import RunSettings
 from .assistant import AssistantUnderTest
 from .cases import RunCases
@@ -32,6 +34,22 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
+def run_identity(settings: RunSettings, assistant: AssistantUnderTest, dataset: Dataset,
+                 thresholds: Thresholds) -> RunIdentity:
+    """What produces a run's rows: the one thing a --resume file's rows must share with it."""
+    s, spec = settings, settings.model_specs().get("assistant")
+    floors = thresholds.scenario.model_dump()
+    return RunIdentity(
+        assistant=s.assistant, assistant_kind=assistant.kind,
+        assistant_model=resolve(spec, s.models).spec() if spec else None, assistant_prompt=assistant.prompt_variant,
+        assistant_context=assistant.context.label, user_model=resolve(s.user_model, s.models).spec(),
+        judge_model=resolve(s.judge_model, s.models).spec(), data=dataset.identity,
+        floors=", ".join(name if value is True else f"{name}>={value}" for name, value in floors.items()
+                         if value not in (None, False)) or "none",
+        testkit=__version__,
+    )
+
+
 class Run:
     def __init__(self, settings: RunSettings, *, run_id: str, is_controller: bool,
                  server_handles: dict[str, dict[str, Any]] | None = None) -> None:
@@ -42,7 +60,8 @@ class Run:
         self.writer = ResultsWriter(self.run_dir / "results.jsonl") if is_controller else None
         #: raised by the controller to stop the run early (a full disk, a dead endpoint); checked by every process
         self.stop_signal = StopSignal(self.run_dir)
-        self.cases = RunCases(settings)
+        self.cases = RunCases(settings, identity=lambda: run_identity(settings, self.assistant, self.cases.dataset,
+                                                                      self.thresholds))
         self.assistant = AssistantUnderTest(settings)
         self._server_handles = server_handles
 
@@ -116,7 +135,7 @@ class Run:
             assistant_context=self.assistant.context.label, assistant_model=self.assistant.model,
             assistant_prompt=self.assistant.prompt_variant,
             user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
-            record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""),
+            record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 
     def finish(self) -> RunOutcome | None:

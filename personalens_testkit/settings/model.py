@@ -15,7 +15,7 @@ from ..llm.embedded import LocalServerSettings
 from ..llm.entries import ModelEntry
 from ..llm.limits import Limits
 from ..llm.retry import RetryPolicy
-from .table import DEFAULT_STOP_AFTER_ERRORS, SETTING
+from .table import DEFAULT_SCENARIO_TIMEOUT_S, DEFAULT_STOP_AFTER_ERRORS, SETTING
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,11 @@ class RunSettings:
     require_calibrated_judge: bool = False
     #: how failed calls are retried; the most seconds one scenario may take (None: no limit)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    scenario_timeout_s: Optional[float] = None
+    scenario_timeout_s: Optional[float] = DEFAULT_SCENARIO_TIMEOUT_S
     #: an earlier run's results: its scored cases are kept, only the rest run
     resume: Optional[Path] = None
+    #: what a --resume does with rows another set-up produced: refuse (a UsageError) or rerun their cases
+    resume_mismatch: str = "refuse"
     #: (i, n): run the i-th of n deterministic slices of the cases (1-based)
     shard: Optional[tuple[int, int]] = None
     #: per model endpoint, across every xdist worker

@@ -98,8 +98,9 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),
         require_calibrated_judge=bool(values["require_calibrated_judge"]),
         retry=RetryPolicy(attempts=retries + 1, initial_s=values["retry_initial_s"], max_s=values["retry_max_s"]),
-        scenario_timeout_s=values["scenario_timeout"],
+        scenario_timeout_s=values["scenario_timeout"] or None,  # 0: no limit
         resume=_existing(values, "resume", "the results.jsonl or report.json of the run to finish"),
+        resume_mismatch=_choice(values, "resume_mismatch", ("refuse", "rerun")),  # type: ignore[arg-type]
         shard=parse_shard(values["shard"]) if values["shard"] else None,
         limits=Limits(max_rps=values["max_rps"], max_concurrency=values["max_concurrency"]),
         concurrency=values["concurrency"], stop_after_errors=values["stop_after_errors"],

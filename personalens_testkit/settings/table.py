@@ -91,6 +91,11 @@ class Setting:
 MAX_RETRIES = 10
 #: cases in a row failing alike on one endpoint that stop a run (the circuit breaker)
 DEFAULT_STOP_AFTER_ERRORS = 5
+#: the most one scenario may take, by default: a backstop against a case that never ends, which a working scenario
+#: never meets. The longest scenario - 30 turns of a multi-domain task, 66 calls with its six judge calls - takes
+#: about 5 minutes on the embedded model at its slow 4.3 s a call (bench/README.md), and 11 at a remote model
+#: answering in a slow 10 s: an hour is over 5 times that, and still ends a stuck case within a CI job's hour.
+DEFAULT_SCENARIO_TIMEOUT_S = 3600.0
 
 SETTINGS: tuple[Setting, ...] = (
     # what runs
@@ -160,6 +165,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(default 0)", "float", metavar="X", low=0, default=0.0, config=False),
     Setting("resume", "finish an interrupted run: keep the scored cases of its results.jsonl, run only the others",
             "path", metavar="RESULTS", config=False),
+    Setting("resume_mismatch", "--resume rows that another set-up produced (assistant, a model, the data, the floors, "
+            "the testkit): refuse (default: stop with one line naming what differs) or rerun (drop them, run those "
+            "cases again)", metavar="{refuse,rerun}", default="refuse", config=False),
     Setting("shard", "run the I-th of N deterministic slices of the cases (a CI matrix); `personalens merge` joins them",
             metavar="I/N", config=False),
     # reliability and speed
@@ -168,8 +176,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retry_initial_s", "the first wait before a retry, doubling up to retry_max_s", "float", flag=None, above=0,
             high=60, default=1.0),
     Setting("retry_max_s", "the longest wait between retries", "float", flag=None, above=0, high=600, default=20.0),
-    Setting("scenario_timeout", "the most time one scenario may take; a call under way is given up when it runs out "
-            "(default: none)", "float", metavar="SECONDS", above=0, key="scenario_timeout_s"),
+    Setting("scenario_timeout", f"the most time one scenario may take; a call under way is given up when it runs out "
+            f"(default {DEFAULT_SCENARIO_TIMEOUT_S:g}: a backstop no working scenario meets; 0: no limit)", "float",
+            metavar="SECONDS", low=0, key="scenario_timeout_s", default=DEFAULT_SCENARIO_TIMEOUT_S,
+            zero_means="no limit"),
     Setting("concurrency", "evaluate K scenarios at once in threads of this process (remote models; without -n)", "int",
             metavar="K", low=1, high=256, default=1),
     Setting("max_rps", "at most R calls per second to each model endpoint, across all xdist workers", "float",

@@ -1,0 +1,174 @@
+"""Every model and bot call bounded as a whole: from connecting to the last byte of its answer.
+
+A time-out per read lets a server that trickles its answer (a byte a second) hold a call for as
+long as it likes. The rule instead: a call's ``timeout_s`` is a deadline
+(:func:`~personalens_testkit.timebox.deadline`), and every wait of the call takes at most what is
+left of the nearest deadline in force - its own, the scenario's, the preflight's:
+
+- HTTP (httpx; under vcrpy's patches too, which read a recorded answer's body inside the
+  transport): the connections of :func:`bounded_client` connect, send and read each chunk with a
+  time-out of min(their own, what is left), so a trickle ends at the deadline and its connection
+  is closed, not left running;
+- a call whose waits the testkit cannot reach (botocore, a ``python`` bot):
+  :func:`~personalens_testkit.timebox.call_by_deadline` runs it in a daemon thread waited for
+  what is left;
+- :func:`timed_out` is the error of a call that ran out: it names the limit it met (``the time
+  limit of 2 s (timeout_s)``); one that met the scenario's is :class:`DeadlineReached`, never retried.
+
+The same connections count the bytes an answer takes under :func:`byte_budget`: a model that
+answers without end is cut off at the budget on the wire - before vcrpy's recording stub, which
+reads a whole answer, or the client can hold it in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Iterator
+
+import httpcore
+import httpx
+
+from ..errors import DeadlineReached, ModelError
+from ..timebox import Deadline, nearest_deadline, time_left
+
+#: how close to its deadline a wait that timed out must end to have been cut by it (timers round up)
+SLACK_S = 0.05
+#: the most a new connection may take (a whole call's limit lowers it)
+CONNECT_S = 10.0
+#: the most bytes a model's answer may take on the wire (a judge answers in at most a few thousand tokens)
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+#: the bytes the answer of the call under way may still take (a one-item list: counted down as it is read)
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("byte_budget", default=None)
+
+
+class AnswerTooLarge(httpcore.ReadError):
+    """An answer that took more bytes than its budget (turned into a ModelError by :func:`http_failure`)."""
+
+
+@contextlib.contextmanager
+def byte_budget(limit: int) -> Iterator[None]:
+    """The answers read in this context take at most ``limit`` bytes on the wire, all of them together."""
+    token = _BUDGET.set([limit])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _counted(data: bytes) -> bytes:
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget[0] -= len(data)
+        if budget[0] < 0:
+            raise AnswerTooLarge("the answer is larger than its byte budget")
+    return data
+
+
+def _wait(timeout: float | None, error: type[Exception]) -> float | None:
+    """The time-out of one network wait: its own, lowered to what is left of the nearest deadline."""
+    left = time_left(timeout)
+    if left is not None and left <= 0:
+        raise error("the call's time limit ran out")
+    return left
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A connection whose every read, write and TLS handshake waits no longer than the deadlines allow."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return _counted(self._inner.read(max_bytes, _wait(timeout, httpcore.ReadTimeout)))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _wait(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._inner.start_tls(ssl_context, server_hostname,
+                                                    _wait(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    """httpcore's network backend, its connections bounded by the deadlines in force."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._inner.connect_tcp(host, port, _wait(timeout, httpcore.ConnectTimeout),
+                                                      local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._inner.connect_unix_socket(path, _wait(timeout, httpcore.ConnectTimeout),
+                                                              socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def bound_transport(transport: Any) -> bool:
+    """Bound the connections of an httpx transport by the deadlines in force (before it makes any); whether it
+    has connections to bound (``httpx.HTTPTransport`` and its proxies do, a test's ``MockTransport`` has none)."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None:
+        return False
+    if not isinstance(backend, _BoundedBackend):
+        pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+    return True
+
+
+def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> httpx.Client:
+    """An httpx client whose every wait (connect, send, each read) takes at most ``timeout_s`` and at most what is
+    left of the deadlines in force: hold ``deadline(timeout_s, ...)`` around a call, body read included, and the
+    call ends by it however slowly its answer comes."""
+    client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s)), transport=transport,
+                          **kwargs)
+    for each in (getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()):  # proxies too
+        if each is not None:
+            bound_transport(each)
+    return client
+
+
+def ran_out() -> Deadline | None:
+    """The deadline a wait that just timed out was cut by: the nearest in force, if it has (about) passed."""
+    nearest = nearest_deadline()
+    return nearest if nearest is not None and nearest.left() <= SLACK_S else None
+
+
+def timed_out(what: str, limit: Deadline, *, model: str, retryable: bool = True) -> ModelError:
+    """The error of a call given up at ``limit``: ``{what} within the time limit of 2 s (timeout_s)``. Against a
+    final limit (the scenario's) it is :class:`DeadlineReached`: nothing is tried after it."""
+    message = f"{what} within {limit.describe()}"
+    if limit.final:
+        return DeadlineReached(message, model=model)
+    return ModelError(message, model=model, retryable=retryable)
+
+
+def http_failure(exc: httpx.TransportError, *, what: str, url: str, model: str,
+                 retry_timeouts: bool = True) -> ModelError:
+    """An httpx transport error as a (retryable) ModelError: a time-out names the limit it met (retried unless
+    ``retry_timeouts`` is off: a bot's time limit is its last word); anything else (a refused or dropped
+    connection) says the URL cannot be reached."""
+    if isinstance(exc.__cause__ or exc.__context__, AnswerTooLarge) or "larger than its byte budget" in str(exc):
+        return ModelError(f"{what.removeprefix('no ')} larger than {MAX_ANSWER_BYTES:,} bytes: given up as it came",
+                          model=model)
+    if isinstance(exc, httpx.TimeoutException):
+        limit = ran_out()
+        if limit is not None:
+            return timed_out(what, limit, model=model, retryable=retry_timeouts)
+        if not isinstance(exc, httpx.ConnectTimeout):
+            return ModelError(f"{what} within the time limit ({type(exc).__name__})", model=model, retryable=True)
+    return ModelError(f"cannot reach {url} ({type(exc).__name__}: {exc})", model=model, retryable=True)
