@@ -18,6 +18,7 @@ HTML's ``&#115;`` is found too (:func:`spelled`).
 from __future__ import annotations
 
 import functools
+import html.entities
 import json
 import os
 import re
@@ -101,13 +102,16 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
 
 
 #: an escape of one character: ``\\uXXXX``, ``\\xXX``, ``%XX``, ``&#N;``, ``&#xH;``, a named HTML entity
-_ESCAPE = (r"[\\%&](?:(?<=\\)\\*(?:[uU][0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})|(?<=%)[0-9A-Fa-f]{2}|"
-           r"(?<=&)(?:#[xX]?[0-9A-Fa-f]{1,6}|amp|lt|gt|quot);)")  # one leading character class: a fast scan
+_ESCAPE = (r"[\\%&](?:(?<=\\)\\*(?:[uU][0-9A-Fa-f]{4,8}|x[0-9A-Fa-f]{2})|(?<=%)[0-9A-Fa-f]{2}|"
+           r"(?<=&)(?:#[xX]?[0-9A-Fa-f]+;?|[A-Za-z][A-Za-z0-9]{1,31};?))")  # one leading character class: a fast scan
 #: a text without any of these holds no escape (a substring test is much faster than the scan)
-_ESCAPE_STARTS = ("\\u", "\\U", "\\x", "%", "&#", "&amp;", "&lt;", "&gt;", "&quot;")
+_ESCAPE_STARTS = ("\\u", "\\U", "\\x", "%", "&")
 _ESCAPES = re.compile(_ESCAPE)
 _ESCAPES_BYTES = re.compile(_ESCAPE.encode("ascii"))
-_HTML_NAMES = {"&": "amp", "<": "lt", ">": "gt", '"': "quot", "'": "#39"}
+#: HTML's named character references, by the character they stand for (``_`` -> ``lowbar;``)
+_HTML_NAMES: dict[str, list[str]] = {}
+for _name, _char in html.entities.html5.items():
+    _HTML_NAMES.setdefault(_char, []).append(_name)
 #: the most characters one character of a secret takes when spelled (``\\\\\\\\u0073``, ``%F0%9F%98%80``)
 _SPELLED_WIDTH = 16
 
@@ -119,13 +123,12 @@ def _char_forms(char: str) -> list[str]:
     point = ord(char)
     hexes = [f"{point:04x}"] if point <= 0xFFFF else [
         f"{0xD800 + ((point - 0x10000) >> 10):04x}", f"{0xDC00 + ((point - 0x10000) & 0x3FF):04x}"]
-    forms = ["".join(rf"\\+u(?i:{h})" for h in hexes)]
+    forms = ["".join(rf"\\+u(?i:{h})" for h in hexes), rf"\\+U0*(?i:{point:x})"]
     if point <= 0xFF:
         forms.append(rf"\\+x(?i:{point:02x})")
     forms.append("".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8")))
-    forms += [f"&#0*{point};", f"&#(?i:x)0*(?i:{point:x});"]
-    if char in _HTML_NAMES:
-        forms.append(f"&{_HTML_NAMES[char]};")
+    forms += [f"&#0*{point};?", f"&#(?i:x)0*(?i:{point:x});?"]
+    forms += [f"&{re.escape(name)}" for name in sorted(_HTML_NAMES.get(char, ()), key=len, reverse=True)]
     if char in '"\\/':
         forms.append(r"\\+" + re.escape(char))
     if char == " ":
@@ -170,16 +173,17 @@ def _escaped(escape: Any, binary: bool) -> str | None:
     text = escape.decode("ascii") if binary else escape
     body = text.lstrip("\\")
     try:
-        if body[:1] in "uUx":
+        if body[:1] in ("u", "U", "x") and text.startswith("\\"):
             point = int(body[1:], 16)
         elif text.startswith("%"):
             point = int(text[1:], 16)
         elif text.startswith("&#"):
-            point = int(text[3:-1], 16) if text[2:3] in "xX" else int(text[2:-1])
+            number = text[2:].rstrip(";")
+            point = int(number[1:], 16) if number[:1] in ("x", "X") else int(number)
         else:
-            return {"amp": "&", "lt": "<", "gt": ">", "quot": '"'}[text[1:-1]]
+            return html.entities.html5.get(text[1:]) or html.entities.html5.get(text[1:] + ";")
         return chr(point)
-    except (ValueError, OverflowError, KeyError):
+    except (ValueError, OverflowError):
         return None
 
 
@@ -248,8 +252,31 @@ def redact_json(text: str, secrets: Iterable[tuple[str, str]] | None = None) -> 
     twice, URL-encoded), replaced by its placeholder; the very same string if none is in it."""
     found = tuple(secret_values() if secrets is None else secrets)
     forms = secret_forms(found, json_only=True)
-    if any(form in text for form, _ in forms):
+    redacted = text
+    if any(form in redacted for form, _ in forms):
         for form, placeholder in forms:
-            text = text.replace(form, placeholder)
-    return _respelled(text, found)
+            redacted = redacted.replace(form, placeholder)
+    redacted = _respelled(redacted, found)
+    if redacted is text or redacted == text:
+        return text
+    try:
+        json.loads(redacted)
+    except ValueError:  # a secret made of digits matched inside a number: redact the strings, one by one
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return redacted  # it was not JSON to begin with
+        return json.dumps(_strings_redacted(data, found), ensure_ascii=False, separators=(",", ":"))
+    return redacted
+
+
+def _strings_redacted(value: Any, secrets: tuple[tuple[str, str], ...]) -> Any:
+    """A parsed JSON value with every string (keys too) redacted; numbers, booleans and nulls as they are."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list):
+        return [_strings_redacted(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {redact(key, secrets): _strings_redacted(item, secrets) for key, item in value.items()}
+    return value
 

@@ -27,10 +27,15 @@ def test_json_inside_prose_and_fences():
     assert answer.verdict is False and answer.explanation == "no booking made"
 
 
-def test_first_valid_object_wins_after_broken_braces():
-    raw = 'score {not json} then {"score": 2, "observations": ["a"], "justification": "j", "suggestions": []}'
-    answer = parse_answer(raw, PersonalizationAnswer, "personalization")
-    assert answer.score == 2 and answer.observations == ["a"]
+@pytest.mark.parametrize("raw", [
+    'score {not json} then {"score": 2, "observations": ["a"], "justification": "j", "suggestions": []}',
+    # an answer cut off at its token limit: the object nested in it is not the answer
+    '{"observations": [{"score": 2, "justification": "turn one"}], "justification": "Overall the assistant was',
+    '```json\n{"observations": [{"score": 2, "justification": "x"}], "score": null, }\n```',
+])
+def test_broken_or_cut_json_around_an_object_is_an_error(raw):
+    with pytest.raises(JudgeAnswerError, match="holds JSON too"):
+        parse_answer(raw, PersonalizationAnswer, "personalization")
 
 
 @pytest.mark.parametrize("raw, score", [
@@ -131,10 +136,10 @@ def test_the_corpora_cover_each_kind():
     assert {case["answer"] for case in HOSTILE} >= {"personalization", "task_completion"}
 
 
-LEADS = st.sampled_from(["", "Here is my evaluation:\n", "Sure. Here is the JSON object you asked for:\n\n",
+LEADS = st.sampled_from(["", "Here is my evaluation:\n", "Sure. Here is the JSON object you asked for:\n\n", "Final answer:\n",
                          "Evaluation of the conversation above, in the requested format.\n"])
 #: text that gives another value, or qualifies the answer, wherever it stands
-OTHERS = st.sampled_from(["I'd say {o} or {v}. ", "A score of {o} would be too generous. ", "Final answer: ",
+OTHERS = st.sampled_from(["I'd say {o} or {v}. ", "A score of {o} would be too generous. ", "Could be higher. ",
                           "Maybe {o}. ", "Somewhere between {o} and {v}. ", 'The bot wrote {{"score": {o}}}. ',
                           "Score: {o}\n", "Actually {o}. "])
 

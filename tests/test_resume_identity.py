@@ -144,6 +144,38 @@ def test_a_results_file_concatenated_twice_is_four_cases_everywhere(pytester, tm
     assert comparison.shared_scenarios == 4
 
 
+def test_a_resume_keeps_only_rows_of_cases_this_run_selects_and_an_edited_id_is_the_same_case(pytester, tmp_path):
+    """Rows of cases this run does not select (another scenario, another try) are left out, and a row whose id was
+    edited (a trailing space, upper case, a zero-width space) is the same case: 4 cases, 4 rows."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        results = first_run(pytester, fake, tmp_path)
+        rows = [json.loads(line) for line in results.read_text().splitlines()]
+        extra = [{**rows[0], "scenario_id": rows[0]["scenario_id"] + " "},
+                 {**rows[1], "scenario_id": rows[1]["scenario_id"].upper()},
+                 {**rows[2], "scenario_id": "\u200b" + rows[2]["scenario_id"]},
+                 {**rows[3], "repeat": 2}, {**rows[3], "scenario_id": "user999-SD-Alarm-task-9"}]
+        edited = tmp_path / "edited.jsonl"
+        edited.write_text("".join(json.dumps(r) + "\n" for r in rows[:3] + extra))
+        resumed, new_rows = run_rows(pytester, "--assistant", "botA", *ALARM, *LIVE, "--resume", str(edited))
+    assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()[-3000:]
+    resumed.stdout.fnmatch_lines([f"personalens: resuming {edited}: 3 scored cases kept, 2 left out (cases this run "
+                                  "does not select), 1 to run"])
+    assert len(new_rows) == 4 and len({r["scenario_id"].strip().lower() for r in new_rows}) == 4
+
+
+def test_a_last_row_without_a_final_newline_is_kept_and_a_torn_one_dropped(tmp_path):
+    whole = row(1, "2025-01-01T10:00:00+00:00").model_dump_json() + "\n" + row(2, "2025-01-01T10:00:00+00:00").model_dump_json()
+    (tmp_path / "a.jsonl").write_text(whole)
+    (tmp_path / "b.jsonl").write_text(whole[:-20])
+    assert len(load_rows(tmp_path / "a.jsonl")) == 2 and len(load_rows(tmp_path / "b.jsonl")) == 1
+
+
+def test_merge_refuses_older_rows_that_state_different_set_ups():
+    one, other = row(1, "", judge_model="openai:j"), row(2, "", judge_model="openai:other")
+    with pytest.raises(UsageError, match="field judge_model"):
+        check_one_run([("a.jsonl", [one]), ("b.jsonl", [other])], what="merge")
+
+
 # -- the readers' rule: one row per case, the newest ---------------------------------------------------------------------
 
 def row(task: int, finished: str, *, repeat: int = 1, tag: str = "", status: str = "passed", **fields) -> ResultRow:

@@ -92,7 +92,15 @@ def test_a_secret_spelled_with_escapes_by_a_bot_reaches_no_file(pytester, tmp_pa
         assert TOKEN not in text, name
 
 
-@pytest.mark.parametrize("form", [*SPELLED.values(), TOKEN, json.dumps(TOKEN), "\\\\u0073k-spelled-7c41e09a"])
+MORE_SPELLINGS = [
+    TOKEN[:-1] + "&#x0000061;", TOKEN[:-1] + "&#97", TOKEN[:-1] + "&#x61", "\\U00000073" + TOKEN[1:],
+    TOKEN.replace("-", "&#45", 1), TOKEN.replace("-", "&hyphen;", 1).replace("&hyphen;", "&#x2d;"),
+    "sk&#8208;".replace("&#8208;", "-") + TOKEN[3:], TOKEN[:2] + "&#x2D" + TOKEN[3:],
+]
+
+
+@pytest.mark.parametrize("form", [*SPELLED.values(), *MORE_SPELLINGS, TOKEN, json.dumps(TOKEN),
+                                  "\\\\u0073k-spelled-7c41e09a"])
 def test_every_spelling_is_redacted_by_every_redactor(form):
     secrets = [(TOKEN, "<K>")]
     assert "<K>" in redact(f"before {form} after", secrets)
@@ -134,3 +142,9 @@ def test_secret_values_never_races_a_thread_that_sets_and_deletes_a_variable(mon
         stop.set()
         thread.join()
     assert errors == 0
+
+
+def test_a_secret_of_digits_inside_a_number_leaves_the_json_valid():
+    text = json.dumps({"seconds": 0.0812345671, "text": "pin 81234567"}, separators=(",", ":"))
+    redacted = redact_json(text, [("81234567", "<PIN>")])
+    assert json.loads(redacted) == {"seconds": 0.0812345671, "text": "pin <PIN>"}

@@ -169,10 +169,11 @@ def _shape(model: type[_Answer], dimension: str) -> Shape:
     if model is TurnScoresAnswer:
         return Shape(key="scores", names=frozenset(), top=4, labelled=False)
     if model is PersonalizationAnswer:
-        return Shape(key="score", names=frozenset({"personalization", "personalisation"}), top=4)
+        return Shape(key="score", names=frozenset({"personalization", "personalisation"}), top=4,
+                     level_scale="personalization")
     rated = {"naturalness", "coherence"}
     word = dimension.replace("_", " ").split()[0].lower() if dimension.strip() else ""
-    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=5)
+    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=5, level_scale=word)
 
 
 def _validated(candidate: dict[str, Any], model: type[A], dimension: str, raw: str) -> A:

@@ -16,15 +16,16 @@ import contextlib
 import errno
 import json
 import lzma
+import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Sequence, TypeVar
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
 from ..files import BoundedReadError, read_xz, reserve, write_atomically, write_bytes_atomically
-from .rows import IDENTITY_FIELDS, ResultRow, identity_difference, identity_value
+from .rows import IDENTITY_FIELDS, ResultRow, identity_difference, identity_value, stated_difference
 
 
 class ResultsWriter:
@@ -111,7 +112,23 @@ def read_rows(path: Path) -> list[ResultRow]:
     """One row per case of a results file this run wrote, the newest (see :func:`dedupe_rows`; a torn last
     line from a crash is skipped)."""
     with open(path, encoding="utf-8") as handle:
-        return dedupe_rows(ResultRow.model_validate_json(line) for line in handle if line.endswith("\n") and line.strip())
+        return dedupe_rows(ResultRow.model_validate_json(line) for line in _whole_lines(handle))
+
+
+def _whole_lines(lines: Iterable[str]) -> Iterator[str]:
+    """The whole lines of a JSON-lines text: each line ended by a newline, and a last one without it only if it
+    is a whole JSON value (a file written without a final newline keeps its last row; a torn one is dropped)."""
+    for line in lines:
+        if not line.strip():
+            continue
+        if line.endswith("\n"):
+            yield line
+            continue
+        try:
+            json.loads(line)
+        except ValueError:
+            continue  # the torn last line of a killed run
+        yield line
 
 
 def load_rows(path: Path, *, what: str = "results") -> list[ResultRow]:
@@ -129,7 +146,14 @@ def dedupe_rows(rows: Iterable[ResultRow]) -> list[ResultRow]:
     itself, a resumed run's rows joined with the run it resumed - is one case. The newest row wins: the
     later ``finished_at``; on a tie (or a row without one), the later in the sequence. Rows come in the
     order their cases first appear."""
-    return newest_per_case(rows, case=lambda row: row.case_id, finished=lambda row: row.finished_at)
+    return newest_per_case(rows, case=lambda row: canonical_case(row.case_id), finished=lambda row: row.finished_at)
+
+
+def canonical_case(case: str) -> str:
+    """A case id as it is compared: Unicode-normalised (NFKC), without zero-width or surrounding space, case-folded
+    (``user7-SD-Alarm-task-1``, ``USER7-sd-alarm-task-1 `` and one with a zero-width space are one case)."""
+    folded = unicodedata.normalize("NFKC", case)
+    return "".join(char for char in folded if unicodedata.category(char) != "Cf").strip().casefold()
 
 
 def newest_per_case(items: Iterable[T], *, case: Callable[[T], str], finished: Callable[[T], Any]) -> list[T]:
@@ -181,7 +205,7 @@ def _load_json(path: Path, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         lines = text.splitlines(keepends=True)
-        complete = [line for line in lines if line.strip() and line.endswith("\n")] or [l for l in lines if l.strip()]
+        complete = list(_whole_lines(lines)) or [line for line in lines if line.strip()]
         try:
             return [json.loads(line) for line in complete]
         except json.JSONDecodeError as exc:
@@ -215,6 +239,12 @@ def check_one_run(sources: Sequence[tuple[str, Sequence[ResultRow]]], *, what: s
                 first = (name, row)
                 continue
             field = identity_difference(row.identity, first[1].identity)
+            if field is None and row.identity is None and first[1].identity is None:
+                stated = stated_difference(row, first[1])  # rows of older testkits: what they state of their set-up
+                if stated is not None:
+                    raise UsageError(f"{what}: {name}: rows were produced with {stated} {getattr(row, stated)!r}, "
+                                     f"{first[0]}'s with {getattr(first[1], stated)!r} (field {stated}): rows produced "
+                                     "differently are not one run's and make no one report")
             if field is not None:
                 raise UsageError(f"{what}: {_identity_clash(field, (name, row), first)} (field {field}): rows produced "
                                  "differently are not one run's and make no one report")

@@ -59,6 +59,16 @@ def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) ->
     return next((name for name in IDENTITY_FIELDS if getattr(theirs, name) != getattr(ours, name)), None)
 
 
+#: the set-up fields a row states at its top level (rows of older testkits have nothing else to compare)
+STATED_FIELDS = ("assistant", "assistant_kind", "assistant_model", "assistant_prompt", "assistant_context",
+                 "user_model", "judge_model")
+
+
+def stated_difference(one: "ResultRow", other: "ResultRow") -> str | None:
+    """The first set-up field two rows state differently at their top level (None: the same)."""
+    return next((name for name in STATED_FIELDS if getattr(one, name) != getattr(other, name)), None)
+
+
 def identity_value(identity: RunIdentity | None, field: str) -> str:
     """A field of an identity as a message quotes it."""
     value = None if identity is None else getattr(identity, field, None)

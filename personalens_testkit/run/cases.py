@@ -10,7 +10,7 @@ from ..data.loader import Dataset, open_dataset
 from ..data.models import Scenario, case_id
 from ..data.selection import select_scenarios
 from ..errors import UsageError
-from ..results.files import load_rows
+from ..results.files import canonical_case, load_rows
 from ..results.rows import IDENTITY_FIELDS, ResultRow, RunIdentity, identity_difference, identity_value
 from ..settings import RunSettings
 
@@ -25,6 +25,7 @@ class RunCases:
         self.set_aside: list[ResultRow] = []
         #: why they were set aside (the first field that differs, as a line says it)
         self.set_aside_why = ""
+        self.outside = 0
 
     @cached_property
     def identity(self) -> RunIdentity:
@@ -36,14 +37,19 @@ class RunCases:
         return open_dataset(self.settings.data_path)
 
     @cached_property
-    def all(self) -> list[tuple[Scenario, int]]:
-        """(scenario, try) of every selected scenario and ``--repeat`` try, in this ``--shard``, not yet
-        scored in the ``--resume`` results."""
+    def selected(self) -> list[tuple[Scenario, int]]:
+        """(scenario, try) of every selected scenario and ``--repeat`` try, in this ``--shard``."""
         s = self.settings
         cases = [(sc, r) for sc in select_scenarios(self.dataset, s.selection) for r in range(1, s.repeat + 1)]
         if s.shard is not None:
             i, n = s.shard
             cases = [case for k, case in enumerate(cases) if k % n == i - 1]
+        return cases
+
+    @cached_property
+    def all(self) -> list[tuple[Scenario, int]]:
+        """The selected cases (:attr:`selected`) not yet scored in the ``--resume`` results."""
+        cases = self.selected
         if self.resumed:
             done = {row.case_id for row in self.resumed}
             cases = [(sc, r) for sc, r in cases if case_id(sc.scenario_id, r) not in done]
@@ -57,7 +63,13 @@ class RunCases:
         path = self.settings.resume
         if path is None:
             return []
-        scored = [row for row in load_rows(path, what="--resume") if row.scored]
+        rows = [row for row in load_rows(path, what="--resume") if row.scored]
+        wanted = {canonical_case(case_id(sc.scenario_id, r)): sc.scenario_id for sc, r in self.selected}
+        # a row of another selection never joins this run; an edited id of a selected case is that case's
+        scored = [row.model_copy(update={"scenario_id": wanted[canonical_case(row.case_id)]}) for row in rows
+                  if canonical_case(row.case_id) in wanted]
+        #: scored rows of cases this run does not select (another --domains, -k, --repeat or --shard; an edited id)
+        self.outside = len(rows) - len(scored)
         ours = self.identity
         differing = [(row, identity_difference(row.identity, ours)) for row in scored]
         mismatched = [(row, field) for row, field in differing if field is not None]
@@ -80,6 +92,8 @@ class RunCases:
         if s.resume is not None:
             kept = len(self.resumed)  # read first: it sets the rows set aside
             aside = f", {len(self.set_aside)} set aside to run again ({self.set_aside_why})" if self.set_aside else ""
+            if self.outside:
+                aside += f", {self.outside} left out (cases this run does not select)"
             lines.append(f"resuming {s.resume}: {kept} scored cases kept{aside}, {len(self.all)} to run")
         return lines
 
