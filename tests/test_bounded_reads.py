@@ -215,6 +215,67 @@ def test_an_endless_judge_answer_while_recording_is_cut_at_its_byte_budget_in_bo
     assert peak_kib < 250_000, peak_kib
 
 
+def gzip_bomb(prefix: bytes, mib: int = 1024) -> bytes:
+    """A gzip body of ``prefix`` and ``mib`` MiB of "x": about 1 MB on the wire."""
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"x" * MIB
+    return compressor.compress(prefix) + b"".join(compressor.compress(block) for _ in range(mib)) + compressor.flush()
+
+
+@pytest.mark.parametrize("who", ["assistant", "judge"])
+def test_a_compressed_answer_bomb_is_refused_before_it_is_decoded(pytester, who):
+    """1 MB of gzip that decodes to 1 GiB, from the bot or from the judge, while the run records: the request asked
+    for no compression, so a compressed answer is refused as it arrives - before httpx (or vcrpy's recording stub)
+    could decode it; one error row naming it, memory bounded."""
+    bot_bomb = gzip_bomb(b'{"reply": "')
+    judge_bomb = gzip_bomb(b'{"choices": [{"message": {"content": "')
+
+    class Bombs(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bomb = bot_bomb if self.path == "/reply" else judge_bomb if "response_format" in body else None
+            if bomb is None or (who == "assistant") != (self.path == "/reply"):
+                text = json.dumps({"choices": [{"message": {"content": "Thanks. TERMINATE"}}]} if self.path != "/reply"
+                                  else {"reply": "Done."}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(bomb)))
+            self.end_headers()
+            try:
+                self.wfile.write(bomb)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = serve(Bombs)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        suite_project(pytester, f'user_model = "openai:u"\njudge_model = "openai:j"\nopenai_base_url = "{url}/v1"\n'
+                                f'retry_initial_s = 0.01\n[assistants.zipped]\nkind = "http"\nurl = "{url}/reply"\n')
+        peak_kib = peak_rss_kib(pytester, "--assistant", "zipped", *ALARM, *LIVE, "-k", "task-1", "--max-turns", "1")
+    finally:
+        server.shutdown()
+    (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
+    (row,) = read_rows(results)
+    assert row["status"] == "error" and row["error"]["source"] == who, row["error"]
+    assert "came compressed (Content-Encoding: gzip)" in row["error"]["message"]
+    assert peak_kib < 250_000, peak_kib
+
+
 # -- the bounded read itself ----------------------------------------------------------------------------
 
 def test_read_xz_reads_concatenated_streams_and_stops_at_its_limit(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 from typing import Any, Iterator
 
 import httpcore
@@ -74,16 +75,50 @@ def _wait(timeout: float | None, error: type[Exception]) -> float | None:
     return left
 
 
+class EncodedAnswer(httpcore.ReadError):
+    """An answer sent compressed though the request asked for none: decoded, a few KB can become gigabytes."""
+
+
+#: a response head's Content-Encoding other than identity (every request of ours asks for identity)
+_ENCODED = re.compile(rb"(?im)^content-encoding[ \t]*:[ \t]*(?!identity[ \t]*\r?$)([^\r\n]+)")
+#: the most bytes of a response head that are looked at
+_HEAD_BYTES = 64 * 1024
+
+
 class _BoundedStream(httpcore.NetworkStream):
-    """A connection whose every read, write and TLS handshake waits no longer than the deadlines allow."""
+    """A connection whose every read, write and TLS handshake waits no longer than the deadlines allow, and whose
+    answers are refused if they come compressed (their size on the wire would say nothing of their size)."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
+        #: the head of the answer being read (None: in its body)
+        self._head: bytearray | None = None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return _counted(self._inner.read(max_bytes, _wait(timeout, httpcore.ReadTimeout)))
+        data = _counted(self._inner.read(max_bytes, _wait(timeout, httpcore.ReadTimeout)))
+        if self._head is not None:
+            self._look_at_head(data)
+        return data
+
+    def _look_at_head(self, data: bytes) -> None:
+        assert self._head is not None
+        self._head += data
+        while self._head is not None:
+            end = self._head.find(b"\r\n\r\n")
+            if end == -1:
+                if len(self._head) > _HEAD_BYTES:
+                    self._head = None
+                return
+            head, rest = bytes(self._head[:end]), self._head[end + 4:]
+            encoded = _ENCODED.search(head)
+            if encoded:
+                raise EncodedAnswer(f"the answer came compressed (Content-Encoding: "
+                                    f"{encoded.group(1).decode('latin-1').strip()[:40]}) though none was asked for")
+            # an interim answer (100 Continue) is followed by the real head
+            self._head = bytearray(rest) if head[9:10] == b"1" else None
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._head = bytearray()  # a request: its answer's head comes next
         self._inner.write(buffer, _wait(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
@@ -134,8 +169,9 @@ def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = 
     """An httpx client whose every wait (connect, send, each read) takes at most ``timeout_s`` and at most what is
     left of the deadlines in force: hold ``deadline(timeout_s, ...)`` around a call, body read included, and the
     call ends by it however slowly its answer comes."""
+    headers = {"Accept-Encoding": "identity", **(kwargs.pop("headers", None) or {})}  # a compressed answer is refused
     client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s)), transport=transport,
-                          **kwargs)
+                          headers=headers, **kwargs)
     for each in (getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()):  # proxies too
         if each is not None:
             bound_transport(each)
@@ -162,6 +198,8 @@ def http_failure(exc: httpx.TransportError, *, what: str, url: str, model: str,
     """An httpx transport error as a (retryable) ModelError: a time-out names the limit it met (retried unless
     ``retry_timeouts`` is off: a bot's time limit is its last word); anything else (a refused or dropped
     connection) says the URL cannot be reached."""
+    if "though none was asked for" in str(exc):
+        return ModelError(f"{what.removeprefix('no ')} refused: {exc}", model=model)
     if isinstance(exc.__cause__ or exc.__context__, AnswerTooLarge) or "larger than its byte budget" in str(exc):
         return ModelError(f"{what.removeprefix('no ')} larger than {MAX_ANSWER_BYTES:,} bytes: given up as it came",
                           model=model)
