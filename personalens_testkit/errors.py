@@ -2,7 +2,8 @@
 
     PersonalensError                 root: one clear line for the user, never a traceback
     ├── UsageError                   a bad option, spec string or selection
-    │   └── AssistantSetupError      the assistant under test cannot be used as configured
+    │   ├── AssistantSetupError      the assistant under test cannot be used as configured
+    │   └── GateError                the pull-request gate cannot be set up (git, the base, the bot's start)
     ├── DataError                    a benchmark data file is missing or malformed  (path, field)
     ├── ConfigError                  thresholds.yaml or [tool.personalens] is malformed  (path, key)
     ├── CassetteError                a cassette that cannot be read: not xz, truncated, empty, not JSON, not a
@@ -53,6 +54,10 @@ class UsageError(PersonalensError):
 
 class AssistantSetupError(UsageError):
     """An assistant that cannot be used as configured (the message says what is wrong)."""
+
+
+class GateError(UsageError):
+    """``personalens gate`` cannot run as asked: the base commit, a copy of its files, the bot's start."""
 
 
 class _FileProblem(PersonalensError):
@@ -162,6 +167,9 @@ class ReplyChangedError(PersonalensError):
 
     def __init__(self, turn: int, recorded: str, now: str) -> None:
         self.turn = turn
+        #: the recorded reply and the new one, whole (the message clips them)
+        self.recorded = recorded
+        self.now = now
         self.command: str | None = None
 
         def clip(text: str) -> str:

@@ -76,7 +76,6 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run = Run(settings, run_id=new_run_id(), is_controller=True)
         config.pluginmanager.register(ControllerHooks(run), "personalens-controller")
-        config.pluginmanager.register(ProgressHooks(run, config), "personalens-progress")
         if runs_suites(config, MARKER):
             try:
                 run.thresholds  # noqa: B018 - a broken thresholds or expectations file stops the run here, in one line
@@ -89,6 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
                     run.carry_resumed_rows()
             except PersonalensError as exc:
                 raise pytest.UsageError(redact(str(exc))) from None
+    config.pluginmanager.register(ProgressHooks(run, config), "personalens-progress")  # shown by the controller
     config.stash[STATE] = run
 
 
@@ -290,5 +290,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"personalens: project {s.rootdir} (pytest took its rootdir, {config.rootpath}, from a path "
                      "option given as a separate argument; write it as --option=PATH to keep pytest's own settings too)")
     if runs_suites(config, MARKER):
-        lines += [f"personalens: {line}" for line in _or_exit(lambda: header_lines(run))]
+        workers = getattr(config.option, "numprocesses", None) or 0  # xdist's -n (auto: the cores)
+        lines += [f"personalens: {line}" for line in _or_exit(lambda: header_lines(run, workers))]
     return lines

@@ -22,6 +22,12 @@ pytest_plugins = ["pytester"]
 # httpcore.ConnectError instead of httpx.ConnectError).
 
 
+@pytest.fixture(autouse=True)
+def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs under GitHub Actions would append every test run's job summary to the testkit's own CI summary."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 @pytest.fixture
 def fake_llm():
     with FakeLLM(Script()) as server:

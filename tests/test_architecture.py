@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "gating",
     "report calibration",
     "settings",
-    "run",
+    "run gate",
     "plugin plugin_support scheduling cli session",
 ))
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -153,3 +153,28 @@ def test_the_lanes_scheduler_keeps_each_workers_queue_as_deep_as_its_lanes(pytes
                 lanes.mark_test_complete(worker, lanes.node2pending[worker][0], duration=30.0)
     assert sorted(workers[0].sent + workers[1].sent) == list(range(100))
     assert all(w.shutting_down for w in workers) and lanes.tests_finished
+
+
+def test_every_lane_runs_in_the_callers_context_also_those_started_when_a_case_ends():
+    """A case started from a finished case's callback runs on a pool thread: it still sees the caller's context
+    (the progress hook's turn reporter lives there), not that thread's empty one."""
+    import contextvars
+
+    from personalens_testkit.run.concurrency import EvaluateAhead
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="lost")
+    seen: dict[str, str] = {}
+
+    def evaluate(scenario, rerecord, repeat):
+        time.sleep(0.05)
+        seen[scenario] = marker.get()
+        return scenario
+
+    marker.set("the caller's")
+    cases = [(f"case-{i}", f"case-{i}", 1, "") for i in range(6)]
+    ahead = EvaluateAhead(cases, evaluate, workers=2)
+    try:
+        assert [ahead.result(key) for key, *_ in cases] == [key for key, *_ in cases]
+    finally:
+        ahead.close()
+    assert seen == {key: "the caller's" for key, *_ in cases}

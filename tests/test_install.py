@@ -57,7 +57,8 @@ def test_a_team_repository_records_and_replays_with_the_installed_wheel(venv, tm
     init = sh(bin_dir / "personalens", "init", "--kind", "python", "--assistant", "team-bot", cwd=repo)
     assert init.returncode == 0, init.stderr
     assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} == {
-        "suites/test_personalens.py", "personalens.toml", "thresholds.yaml", ".github/workflows/personalens-pr-gate.yml"}
+        "suites/test_personalens.py", "suites/conftest.py", "personalens.toml", "thresholds.yaml", ".gitignore",
+        ".github/workflows/personalens-pr-gate.yml"}
     (repo / "my_bot.py").write_text(BOT)
     with (repo / "personalens.toml").open("r+") as config:
         text = config.read()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from personalens_testkit.run.progress import Progress
+from personalens_testkit.run.header import workers_line
+from personalens_testkit.run.progress import INTERVAL_ENV, Progress, Running, TurnChannel, interval_s
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import suite_project
@@ -34,7 +35,7 @@ def test_lines_are_due_by_interval_and_estimate_the_time_left():
     clock.now = 120
     assert progress.finished("user7-SD-Alarm-task-2", "regression") == (
         "personalens: 2/10 cases done (1 pass, 1 regression) in 2 min, about 8 min left")
-    assert progress.running == {}
+    assert progress.cases_running() == []
     for n in range(3, 11):
         line = progress.finished(f"user7-SD-Alarm-task-{n}", "pass")
     assert line == "personalens: 10/10 cases done (9 pass, 1 regression) in 2 min"  # the last case always has a line
@@ -50,3 +51,43 @@ def test_a_live_run_shows_its_progress_and_a_replay_does_not(pytester, spread):
         replay = pytester.runpytest_subprocess(*SPECS, "--profiles", "7", "--domains", "Alarm", *spread)
     live.stdout.fnmatch_lines(["personalens: 4/4 cases done (4 pass) in * s"])
     assert replay.parseoutcomes()["passed"] == 4 and "cases done" not in replay.stdout.str()
+
+
+def test_the_running_cases_are_shown_oldest_first_with_the_workers_and_without_those_finished(tmp_path):
+    clock = Clock()
+    progress = Progress(8, interval_s=5, clock=clock)
+    progress.on_turn("user7-SD-Alarm-task-4", 1, 20)  # this process's, started at 0
+    worker = Running(clock)
+    for now, sid in ((1, "user7-SD-Alarm-task-2"), (2, "user7-SD-Alarm-task-3"), (3, "user7-MD-task-1"),
+                     (4, "user7-SD-Alarm-task-1")):
+        clock.now = now
+        worker.on_turn(sid, 0, 20)
+    worker.on_turn("user7-SD-Alarm-task-2", 5, 20)
+    channel = TurnChannel(tmp_path)
+    channel.publish("gw0", worker.snapshot())
+    progress.remote = channel.read()
+    clock.now = 5
+    assert progress.tick() == ("personalens: 0/8 cases done in 5 s; running: user7-SD-Alarm-task-4 turn 1 of 20, "
+                               "user7-SD-Alarm-task-2 turn 5 of 20, user7-SD-Alarm-task-3 turn 0 of 20 and 2 more")
+    clock.now = 6
+    progress.finished("test_single_domain[user7-SD-Alarm-task-2]", "pass")  # the worker's snapshot still has it
+    assert [sid for sid, _ in progress.cases_running()] == [
+        "user7-SD-Alarm-task-4", "user7-SD-Alarm-task-3", "user7-MD-task-1", "user7-SD-Alarm-task-1"]
+
+
+def test_the_interval_is_5_s_on_a_terminal_30_s_off_one_and_an_environment_variable_overrides_both():
+    assert (interval_s(True, {}), interval_s(False, {})) == (5.0, 30.0)
+    assert interval_s(False, {INTERVAL_ENV: "0.5"}) == interval_s(True, {INTERVAL_ENV: "0.5"}) == 0.5
+    assert interval_s(False, {INTERVAL_ENV: "soon"}) == interval_s(False, {INTERVAL_ENV: "0"}) == 30.0
+
+
+def test_more_xdist_workers_than_cores_get_a_line_with_what_to_use_instead():
+    assert workers_line(2, 1, embedded=False, cores=2) is None
+    assert workers_line(16, 1, embedded=False, cores=2) == (
+        "-n 16 on 2 cores: each xdist worker is a whole pytest process (about 115 MB, seconds of CPU to start); "
+        "for a model-bound run use -n 2 --concurrency 8 (8 scenarios at once in threads of each worker)")
+    assert workers_line(3, 2, embedded=False, cores=2).endswith("use -n 2 --concurrency 3 (3 scenarios at once in "
+                                                                "threads of each worker)")
+    assert workers_line(4, 1, embedded=True, cores=2) == (
+        "-n 4 on 2 cores: each xdist worker is a whole pytest process (about 115 MB, seconds of CPU to start), and "
+        "the embedded model serves one scenario at a time: run without -n")

@@ -20,6 +20,7 @@ from typing import Callable
 from ..assistants.base import Assistant, AssistantInput
 from ..data.context import ScenarioContext
 from ..data.models import TaskKind
+from ..errors import ReplyChangedError
 from ..llm.base import Message
 from .calls import CallLog
 from .user_agent import UserAgent
@@ -34,6 +35,16 @@ class Termination(str, Enum):
     ERROR = "error"
 
 
+@dataclass(frozen=True)
+class ReplyChange:
+    """The first turn where the bot under test answered differently from its recording: the recorded reply and
+    the new one (offline the case ends there, not scored; with ``new_episodes`` the models are live from there)."""
+
+    turn: int
+    recorded: str
+    reply: str
+
+
 @dataclass
 class Dialogue:
     messages: list[Message] = field(default_factory=list)
@@ -43,6 +54,8 @@ class Dialogue:
     log: CallLog = field(default_factory=CallLog)
     #: protocol notes worth keeping, e.g. a TERMINATE the user agent put in its opening query
     notes: list[str] = field(default_factory=list)
+    #: the first turn whose bot reply differs from the recording, if one did
+    reply_change: ReplyChange | None = None
 
     def transcript(self) -> list[dict[str, str]]:
         return [m.as_dict() for m in self.messages]
@@ -91,7 +104,14 @@ def run_dialogue(
 
 def _assistant_turn(dialogue: Dialogue, ctx: ScenarioContext, assistant: Assistant, turn: int, *, label: str) -> None:
     request = AssistantInput.build(ctx, assistant.context, tuple(dialogue.messages), turn)
-    reply = dialogue.log.run(lambda: assistant.reply(request), role="assistant", label=label, turn=turn)
+    try:
+        reply = dialogue.log.run(lambda: assistant.reply(request), role="assistant", label=label, turn=turn)
+    except ReplyChangedError as exc:  # offline: the case ends here, not scored
+        if dialogue.reply_change is None:
+            dialogue.reply_change = ReplyChange(exc.turn, exc.recorded, exc.now)
+        raise
+    if reply.recorded is not None and dialogue.reply_change is None:  # new_episodes: live from here
+        dialogue.reply_change = ReplyChange(turn, reply.recorded, reply.text)
     dialogue.messages.append(Message("assistant", reply.text))
     dialogue.notes.extend(f"assistant turn {turn}: {note}" for note in reply.notes)
     dialogue.turns += 1

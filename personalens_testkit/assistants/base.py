@@ -88,6 +88,9 @@ class AssistantReply:
     completion_tokens: int | None = None
     #: what the adapter noticed about this turn (e.g. log lines a command bot wrote on stdout), kept in the row
     notes: tuple[str, ...] = ()
+    #: the reply recorded for this very turn, when this one differs from it (a bot whose reply changed, scored
+    #: live from here with ``--record-mode new_episodes``); None: the same reply, or nothing recorded
+    recorded: str | None = None
 
     def with_note(self, note: str) -> AssistantReply:
         return replace(self, notes=(*self.notes, note))

@@ -15,6 +15,7 @@ from that turn on, and the new turns join the cassette.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ReplyChangedError
@@ -52,6 +53,8 @@ class RecordedBot:
             if recorded and reply.text not in recorded:
                 raise ReplyChangedError(turn.turn, recorded[-1], reply.text)
             return reply
+        if recorded and reply.text not in recorded:  # new_episodes: the dialogue goes on live from this turn
+            reply = replace(reply, recorded=recorded[-1])
         if not (cassette.record_mode == "new_episodes" and reply.text in recorded):  # not stored twice
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")

@@ -55,6 +55,8 @@ class BuildContext:
     entry_model: EntryModelFactory
     #: a model spec or [models] name as the model it stands for (its family picks a prompt variant)
     describe: Callable[[str], str] = str
+    #: a python bot runs in a process of its own (--isolate-bot)
+    isolate: bool = False
 
 
 def reference_variant(entry: ReferenceEntry, describe: Callable[[str], str] = str) -> str:
@@ -90,6 +92,15 @@ def _http(name: str, entry: HttpEntry, ctx: BuildContext) -> Assistant:
 
 
 def _python(name: str, entry: PythonEntry, ctx: BuildContext) -> Assistant:
+    if ctx.isolate:  # in a process of its own, speaking the command kind's lines (python_host)
+        import sys
+
+        from .command_bot import CommandAssistant
+
+        host = [sys.executable, "-m", "personalens_testkit.assistants.python_host", entry.callable,
+                *(str(ctx.root / folder) for folder in entry.path)]
+        fields = entry.model_dump(exclude={"kind", "callable", "path"})
+        return CommandAssistant(name, CommandEntry(kind="command", command=host, **fields), ctx.root)
     from .python_bot import PythonAssistant
 
     return PythonAssistant(name, entry, ctx.root)

@@ -1,7 +1,7 @@
 """``personalens`` command line: look at the benchmark data, serve the embedded model, and make reports,
 verdicts and comparisons from the rows of runs.
 
-    personalens init [DIR] [--assistant NAME] [--kind http]          add a suite, config, thresholds and a CI gate
+    personalens init [DIR] [--assistant NAME] [--kind http] [--start CMD] [--models M]  a suite, config, thresholds, CI gate
     personalens data stats [--personalens-data DIR] [--sample 50]   scenario counts by kind and domain
     personalens data check [--personalens-data DIR]                 validate every data file
     personalens serve-model [--port N] [--model FILE.gguf]           run the embedded server in the foreground
@@ -12,6 +12,8 @@ verdicts and comparisons from the rows of runs.
     personalens expectations update RESULTS [--output P]            record each scenario's expected outcome from a run
     personalens calibrate --judge-model SPEC [--repeat K] [--slice N] can this judge tell good from bad? (exit 1: a bar missed)
     personalens judge CONVERSATIONS.jsonl [--context FILE]          the judge on your own conversations: rows and reports
+    personalens gate [--base REF] [--start CMD --health-url URL]     a pull request's verdict: the base's files, this bot
+    personalens promote GATE_DIR                                    on main: a gate run's recording becomes the committed one
 
 Running the benchmark itself is ``pytest suites/`` (see docs/running.md; this command: docs/command-line.md).
 """
@@ -25,7 +27,7 @@ from typing import Sequence
 
 from ..errors import PersonalensError
 from ..secrets import redact
-from . import calibrate, data, init, judge, results
+from . import calibrate, data, gate, init, judge, results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_commands(sub)
     init.add_commands(sub)
     judge.add_commands(sub)
+    gate.add_commands(sub)
     return parser
 
 

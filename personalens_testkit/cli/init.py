@@ -1,13 +1,18 @@
 """``personalens init``: make a repository ready to run the benchmark against its own assistant. Writes
-``suites/test_personalens.py`` (the cases), ``personalens.toml`` (settings and the bot's entry),
-``thresholds.yaml`` (floors and gates) and, unless ``--no-ci``, a GitHub Actions workflow that gates pull
-requests; a file that exists is left alone unless ``--force``. Then: record with live models
-(``pytest suites/ --record-mode once``), commit ``cassettes/``, and pull requests replay offline."""
+``suites/test_personalens.py`` (the cases) and ``suites/conftest.py`` (deepeval's pytest plugin off for
+them), ``personalens.toml`` (settings, the models and the bot's entry), ``thresholds.yaml`` (floors and
+gates), the run folders' lines in ``.gitignore`` and, unless ``--no-ci``, a GitHub Actions workflow that
+gates pull requests with ``personalens gate`` (made from ``--kind``, ``--start``, ``--health-url`` and
+``--models``: see :mod:`.init_workflow`). A file that exists is left alone unless ``--force``, which says
+what it overwrote; an existing personalens.toml without the named assistant gets its entry added, and an
+existing .gitignore gets the lines it lacks. Then: record with live models (``pytest suites/ --record-mode
+once``), commit ``cassettes/``, and pull requests replay offline."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import tomllib
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -15,15 +20,20 @@ from string import Template
 from ..errors import UsageError
 from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
+from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
 
 #: the bot entry of each kind, as personalens.toml lines (the user edits the address or command)
 ENTRIES = {
-    "http": 'kind = "http"\nurl = "http://127.0.0.1:8080/reply"          # POST: the turn contract (see docs/assistants.md)',
-    "openai": 'kind = "openai"\nbase_url = "http://127.0.0.1:8080/v1"       # an OpenAI-compatible endpoint serving your bot\n'
+    "http": 'kind = "http"\nurl = "$address"         # POST: the turn contract (see docs/assistants.md)',
+    "openai": 'kind = "openai"\nbase_url = "$address"       # an OpenAI-compatible endpoint serving your bot\n'
               'model = "my-bot"',
     "python": 'kind = "python"\ncallable = "my_bot:reply"                # module:function taking the request dict\npath = ["."]',
     "command": 'kind = "command"\ncommand = ["python3", "my_bot.py"]       # JSON lines on stdin and stdout',
 }
+_ADDRESSES = {"http": "http://127.0.0.1:8080/reply", "openai": "http://127.0.0.1:8080/v1"}
+#: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
+GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
+_GITIGNORE_HEAD = "# personalens-testkit: run results, the PR gate's output, scratch recordings (--cassette-dir my-cassettes)"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -31,37 +41,105 @@ def _template(name: str) -> str:
     return (resources.files("personalens_testkit.scaffold") / name).read_text(encoding="utf-8")
 
 
-def scaffold(target: Path, *, name: str, kind: str, ci: bool, force: bool) -> list[tuple[Path, str]]:
-    """The files init writes (path, what happened to it)."""
-    if not _NAME.match(name):
-        raise UsageError(f"--assistant: {name!r}: use letters, digits, '-', '_' or '.' (a config table name)")
+def bot_entry(name: str, kind: str, health_url: str | None = None) -> str:
+    """The ``[assistants.NAME]`` table of personalens.toml, without a newline at its end."""
+    entry = Template(ENTRIES[kind]).substitute(address=bot_address(health_url, _ADDRESSES.get(kind, "")))
+    return Template(_template("assistant.toml.txt")).substitute(name=name, entry=entry).rstrip("\n")
+
+
+def planned_files(target: Path, *, name: str, setup: GateSetup, ci: bool) -> dict[Path, str]:
+    """What init writes where (.gitignore apart: it is only ever appended to)."""
+    config = Template(_template("personalens.toml.txt")).substitute(
+        name=name, models=MODEL_LINES[setup.models], entry=bot_entry(name, setup.kind, setup.health_url))
     files = {
         target / "suites" / "test_personalens.py": _template("test_personalens.py.txt"),
-        target / "personalens.toml": Template(_template("personalens.toml.txt")).substitute(name=name, entry=ENTRIES[kind]),
+        target / "suites" / "conftest.py": _template("conftest.py.txt"),
+        target / "personalens.toml": config,
         target / "thresholds.yaml": default_thresholds_path().read_text(encoding="utf-8"),
     }
     if ci:
-        files[target / ".github" / "workflows" / "personalens-pr-gate.yml"] = \
-            _template("personalens-pr-gate.yml").replace("my-bot", name)
+        files[target / ".github" / "workflows" / "personalens-pr-gate.yml"] = render_workflow(setup)
+    return files
+
+
+def scaffold(target: Path, *, name: str, setup: GateSetup, ci: bool, force: bool) -> list[tuple[Path, str]]:
+    """Write the files init writes; returns each file with what happened to it."""
+    if not _NAME.match(name):
+        raise UsageError(f"--assistant: {name!r}: use letters, digits, '-', '_' or '.' (a config table name)")
+    setup.check()
     done = []
-    for path, text in files.items():
-        if path.exists() and not force:
+    for path, text in planned_files(target, name=name, setup=setup, ci=ci).items():
+        if not path.exists():
+            write_atomically(path, text)
+            done.append((path, "written"))
+        elif force:
+            done.append((path, _overwrite(path, text)))
+        elif path.name == "personalens.toml":
+            done.append((path, _add_assistant(path, name, setup)))
+        else:
             done.append((path, "kept (it exists; --force overwrites it)"))
-            continue
-        write_atomically(path, text)
-        done.append((path, "written"))
+    done.append((target / ".gitignore", _gitignore(target / ".gitignore")))
     return done
+
+
+def _overwrite(path: Path, text: str) -> str:
+    try:
+        old = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        old, was = None, f"was unreadable: {type(exc).__name__}"
+    else:
+        was = f"was {len(old.splitlines())} lines"
+    if old == text:
+        return "unchanged (--force: it was already this)"
+    write_atomically(path, text)
+    return f"overwritten ({was}; now {len(text.splitlines())})"
+
+
+def _add_assistant(path: Path, name: str, setup: GateSetup) -> str:
+    """Append ``[assistants.NAME]`` to an existing personalens.toml that lacks it (every other byte kept)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        assistants = tomllib.loads(text).get("assistants", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return f"kept (could not read it: {exc}; --force overwrites it)"
+    if name in assistants:
+        return f"kept (it has [assistants.{name}]; --force overwrites it)"
+    separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    write_atomically(path, text + separator + bot_entry(name, setup.kind, setup.health_url) + "\n")
+    return (f"[assistants.{name}] added (the rest kept as it was; run it with --assistant {name}, "
+            f"or make it the default: assistant = \"{name}\")")
+
+
+def _gitignore(path: Path) -> str:
+    """Add the lines init's runs need to .gitignore, keeping what is there."""
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"kept (could not read it: {type(exc).__name__}); add: {' '.join(GITIGNORE)}"
+    have = {line.strip().strip("/") for line in text.splitlines()}
+    missing = [line for line in GITIGNORE if line.strip("/") not in have]
+    if not missing:
+        return "kept (it ignores the run folders already)"
+    lead = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    write_atomically(path, text + lead + "\n".join([_GITIGNORE_HEAD, *missing]) + "\n")
+    return "written" if not text else f"added {', '.join(missing)}"
 
 
 def _init(args: argparse.Namespace) -> int:
     target = Path(args.directory)
     if not target.is_dir():
         raise UsageError(f"personalens init: {target}: no such folder")
-    for path, what in scaffold(target, name=args.assistant, kind=args.kind, ci=not args.no_ci, force=args.force):
+    setup = GateSetup(kind=args.kind, models=args.models, start=args.start, health_url=args.health_url)
+    for path, what in scaffold(target, name=args.assistant, setup=setup, ci=not args.no_ci, force=args.force):
         print(f"  {path}: {what}")
-    print(f"next: edit the [assistants.{args.assistant}] entry in personalens.toml, choose the user agent and judge "
-          "models (user_model, judge_model), then record live: pytest suites/ --record-mode once --profiles 7 "
-          "--domains Alarm; commit cassettes/ with your code, and pull requests replay offline: pytest suites/")
+    if not args.no_ci and args.kind in SERVER_KINDS and not args.start:
+        print("  note: the workflow cannot start your bot yet: set BOT_START (and BOT_HEALTH_URL) in it, or run "
+              "init again with --start CMD --health-url URL --force")
+    models = ("choose the user agent and judge models (user_model, judge_model, or --models openai|bedrock), "
+              if args.models == "local" else "")
+    print(f"next: edit the [assistants.{args.assistant}] entry in personalens.toml, {models}then record live: "
+          "pytest suites/ --record-mode once --profiles 7 --domains Alarm; commit cassettes/ with your code, and "
+          "pull requests replay offline: pytest suites/")
     return 0
 
 
@@ -70,6 +148,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("directory", nargs="?", default=".", help="the repository (default: here)")
     cmd.add_argument("--assistant", default="my-bot", metavar="NAME", help="the name of your bot's entry (default my-bot)")
     cmd.add_argument("--kind", choices=sorted(ENTRIES), default="http", help="how the testkit talks to your bot")
+    cmd.add_argument("--start", metavar="CMD", help="kinds http and openai: the shell command that starts your bot's "
+                                                    "server, from the repository's root (written into the workflow)")
+    cmd.add_argument("--health-url", metavar="URL", help="kinds http and openai: a URL that answers 2xx once the bot "
+                                                         "is up (the workflow's gate waits for it)")
+    cmd.add_argument("--models", choices=PROVIDERS, default="local",
+                     help="the user agent's and judge's models: local (embedded, CI replays offline), openai "
+                          "(openai:gpt-4o, the OPENAI_API_KEY secret) or bedrock (preset paper, the AWS_ROLE_ARN "
+                          "secret); default local")
     cmd.add_argument("--no-ci", action="store_true", help="do not write the GitHub Actions workflow")
-    cmd.add_argument("--force", action="store_true", help="overwrite files that exist")
+    cmd.add_argument("--force", action="store_true", help="overwrite files that exist (.gitignore is only added to)")
     cmd.set_defaults(func=_init)

@@ -1,7 +1,7 @@
 """``personalens judge CONVERSATIONS.jsonl``: the benchmark's judge on a team's own conversations. Each is
 judged on the six dimensions with the user context it comes with (or ``--context``), checked against the
 floors of thresholds.yaml, and written as the rows and reports a run writes (results.jsonl, report.json,
-junit.xml, report.html) with the same summary, gates and verdict (exit 1 if it fails)."""
+junit.xml, report.html, summary.md) with the same summary, gates and verdict (exit 1 if it fails)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _judge(args: argparse.Namespace) -> int:
     for line in format_summary(report):
         print(line)
     written = write_report_files(report, json_path=folder / "report.json", junit_path=folder / "junit.xml",
-                                 html_path=folder / "report.html")
+                                 html_path=folder / "report.html", summary_path=folder / "summary.md")
     print(f"personalens judge: {len(rows)} rows -> {folder / 'results.jsonl'}")
     for kind, path in written.items():
         print(f"{kind} report -> {path}")

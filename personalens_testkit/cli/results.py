@@ -60,7 +60,7 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
         print(line)
     written = write_report_files(
         report, json_path=Path(args.json) if args.json else None, junit_path=Path(args.junit) if args.junit else None,
-        html_path=Path(args.html) if args.html else None,
+        html_path=Path(args.html) if args.html else None, summary_path=Path(args.summary_md) if args.summary_md else None,
     )
     for kind, path in written.items():
         print(f"{kind} report -> {path}")
@@ -133,6 +133,8 @@ def _report_files(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--html", metavar="PATH", help="write the self-contained HTML report here")
     cmd.add_argument("--json", metavar="PATH", help="write the report JSON here")
     cmd.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
+    cmd.add_argument("--summary-md", metavar="PATH", help="write the job summary in Markdown here (and append it to "
+                     "$GITHUB_STEP_SUMMARY when that is set)")
     cmd.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
     cmd.add_argument("--expectations", metavar="PATH",
                      help="judge rows of older versions (which carry no verdict) against this expectations file")

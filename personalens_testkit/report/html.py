@@ -2,7 +2,8 @@
 JavaScript for filtering, also from the address: ``report.html#domain=Movies&verdict=failed``;
 no network fetch of any kind) built from a run report.
 
-Sections: the paper's Table 3 with confidence intervals, per-domain bars with intervals
+Sections: the verdict, the scenarios that changed and the run's checks (:mod:`.html_changes`), the
+baseline comparison, the paper's Table 3 with confidence intervals, per-domain bars with intervals
 (Figure 4), score distributions, the turn-level personalization curve (Figure 5, when
 judged with ``--turn-level``), gates, the call ledger, and every dialogue with its scores
 and the judge's reasons, filterable by domain and verdict.
@@ -17,6 +18,7 @@ from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
 from ..gating.stats import Estimate
 from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
+from .html_changes import CSS as CHANGES_CSS, changes_html, checks_html, verdict_html
 from .model import RunReport, TurnPoint
 
 CSS = """
@@ -68,18 +70,6 @@ def _table(report: RunReport) -> str:
     return (f"<table class='table3'><tr><th></th><th>n</th><th>bot errors</th><th>infra errors</th>{head}</tr>"
             f"{''.join(body)}</table><p class='muted'>Task completion counts your bot's errors as not completed; errors "
             "of the user agent, the judge or the setup (infra) are counted apart and never scored.</p>")
-
-
-def _verdict(report: RunReport) -> str:
-    """The run's verdict, as the exit code and JUnit give it: its failures, then every run-level check."""
-    v = report.verdict
-    head = (f"<div class='verdict {'ok' if v.passed else 'bad'}'><b>Verdict: {'passed' if v.passed else 'FAILED'}</b> - "
-            f"{v.cases} cases: {len(v.regressions)} regressions, {len(v.expected_failures)} expected failures, "
-            f"{len(v.unexpected_passes)} unexpected passes, {v.not_scored} not scored")
-    failures = "".join(f"<li class='fail'>{escape(f)}</li>" for f in v.failures)
-    checks = "".join(f"<li class='{ {'failed': 'fail', 'passed': 'pass'}.get(c.outcome, 'muted') }'>"
-                     f"{escape(c.name)}: {escape(c.outcome)} - {escape(c.message)}</li>" for c in v.checks)
-    return head + (f"<ul>{failures}</ul>" if failures else "") + "</div>" + (f"<ul class='checks'>{checks}</ul>" if checks else "")
 
 
 def _estimate(e: Estimate) -> str:
@@ -239,9 +229,6 @@ def render_html(report: RunReport) -> str:
     run = report.run
     domains = sorted({d for r in rows for d in r.domains})
     title = f"PersonaLens report - {run.get('assistant', 'assistant')}"
-    gates = "".join(
-        f"<li class='{'fail' if g.passed is False else 'pass' if g.passed else 'muted'}'>{escape(g.describe())}</li>"
-        for g in report.gates) or "<li class='muted'>no aggregate gates set</li>"
     ledger = "".join(f"<tr><td>{escape(role.replace('_', ' '))}</td><td>{v['calls']}</td><td>{v['prompt_tokens']:,}</td>"
                      f"<td>{v['completion_tokens']:,}</td></tr>" for role, v in report.ledger.total.items())
     leak = report.preference_leaks
@@ -252,17 +239,19 @@ def render_html(report: RunReport) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<style>{CSS}</style></head><body>
+<style>{CSS}{CHANGES_CSS}</style></head><body>
 <h1>{escape(title)}</h1>
+{verdict_html(report)}
 <p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
 {escape(str(run.get('judge_model', '')))}; {counts.get('cases', 0)} cases: {counts.get('passed', 0)} passed,
 {counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report.created_at)}</p>
-{_verdict(report)}
+{changes_html(report)}
+{checks_html(report)}{_comparison(report)}
 <h2>Summary (mean over scenarios [{report.confidence:.0%} CI])</h2>{_table(report)}
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
 <h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
-<h2>Gates</h2><ul>{gates}</ul>{_comparison(report)}{_calibration(report)}
+{_calibration(report)}
 <h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
 {leak_html}
 <h2>Dialogues</h2>
@@ -279,4 +268,6 @@ verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all
 
 
 def _json_for_script(report: RunReport) -> str:
-    return report.model_dump_json(exclude={"rows"}).replace("</", "<\\/")
+    """The report (its rows aside) as JSON that no text in it can end or re-open: ``<``, ``>`` and ``&`` escaped."""
+    text = report.model_dump_json(exclude={"rows"})
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")

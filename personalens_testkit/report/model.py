@@ -27,6 +27,7 @@ from ..gating.thresholds import Thresholds
 from ..gating.verdict import RunVerdict, run_verdict
 from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRICS
+from .changes import ScenarioChange, scenario_changes
 
 REPORT_VERSION = 1
 COUNTED = ("calls", "replayed", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -100,6 +101,9 @@ class RunReport(BaseModel):
     #: the judge's calibration (personalens calibrate), when the run named one
     judge_calibration: Optional[CalibrationReport] = None
     verdict: RunVerdict
+    #: the scenarios that changed (a bot reply differs from the recording, scores differ from the baseline's, a
+    #: regression or an unexpected pass): what the job summary and the HTML show a reviewer first
+    changes: list[ScenarioChange] = []
     rows: list[ResultRow]
 
 
@@ -193,8 +197,9 @@ def build_report(
     rows: Sequence[ResultRow], thresholds: Thresholds, *, run: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
-    calibration: CalibrationReport | None = None,
+    calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
 ) -> RunReport:
+    """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
     gates = evaluate_gates(agg.gates, summaries, min_n=agg.min_n)
@@ -204,6 +209,8 @@ def build_report(
         statuses[row.status] += 1
         if row.status == "error":
             sources[row.error.source if row.error else "setup"] += 1
+    verdict = run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
+                          expectations=expectations, problems=problems)
     return RunReport(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
         settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),
@@ -214,6 +221,5 @@ def build_report(
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
         turn_curve=turn_curve(rows), comparison=comparison, judge_calibration=calibration, rows=list(rows),
-        verdict=run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
-                            expectations=expectations, problems=problems),
+        verdict=verdict, changes=scenario_changes(rows, verdict, baseline),
     )

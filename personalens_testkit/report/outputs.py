@@ -1,5 +1,6 @@
-"""The report files of a run: results JSON (rows, aggregates, gates, ledger, config), JUnit XML
-and the self-contained HTML report, each written whole (temporary file, then rename)."""
+"""The report files of a run: results JSON (rows, aggregates, gates, ledger, config), JUnit XML,
+the self-contained HTML report and the job summary in Markdown, each written whole (temporary file,
+then rename); the job summary is also appended to GitHub's step summary when there is one."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..errors import StorageError
 from ..files import write_atomically
 from .html import render_html
 from .junit import junit_xml
+from .markdown import append_step_summary, render_markdown
 from .model import RunReport
 
 
@@ -23,12 +25,14 @@ def report_json(report: RunReport) -> str:
 
 
 def write_report_files(report: RunReport, *, json_path: Path | None = None, junit_path: Path | None = None,
-                       html_path: Path | None = None, failures: list[str] | None = None) -> dict[str, Path]:
+                       html_path: Path | None = None, summary_path: Path | None = None,
+                       failures: list[str] | None = None) -> dict[str, Path]:
     """Write the files asked for; returns {kind: path} of what was written. A file that cannot be written
-    (a full disk) does not stop the others: its one-line reason goes to ``failures`` (raised without it)."""
+    (a full disk) does not stop the others: its one-line reason goes to ``failures`` (raised without it).
+    With a ``summary_path``, the job summary also goes to ``$GITHUB_STEP_SUMMARY`` when that is set."""
     written = {}
     for kind, path, render in (("JSON", json_path, report_json), ("JUnit XML", junit_path, junit_xml),
-                               ("HTML", html_path, render_html)):
+                               ("HTML", html_path, render_html), ("job summary", summary_path, render_markdown)):
         if path is None:
             continue
         try:
@@ -39,4 +43,14 @@ def write_report_files(report: RunReport, *, json_path: Path | None = None, juni
             failures.append(f"{kind} report: {exc}")
             continue
         written[kind] = path
+    if summary_path is not None:
+        try:
+            step = append_step_summary(render_markdown(report))
+        except StorageError as exc:
+            if failures is None:
+                raise
+            failures.append(f"GitHub step summary: {exc}")
+        else:
+            if step is not None:
+                written["GitHub step summary"] = step
     return written

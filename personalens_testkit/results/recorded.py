@@ -35,8 +35,9 @@ def existing(path: Path) -> Path | None:
 
 
 def slim(row: ResultRow) -> ResultRow:
-    """A row as the recording keeps it: without its transcript and its call list."""
-    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None})
+    """A row as the recording keeps it: without its transcript, its call list, and how it differed from an
+    earlier recording (it is the recording now)."""
+    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None, "reply_change": None})
 
 
 def load_recorded(path: Path) -> dict[str, ResultRow]:

@@ -134,6 +134,24 @@ class FlagRow(_Part):
     removed: bool = False
 
 
+#: the most characters of each reply a row keeps of a changed turn (a reviewer reads them in the job summary)
+REPLY_EXCERPT = 500
+
+
+def excerpt(text: str, limit: int = REPLY_EXCERPT) -> str:
+    """The first ``limit`` characters of a text, saying how many more there were."""
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+class ReplyChangeRow(_Part):
+    """The first turn where the bot's reply differs from the recording: the recorded (old) reply and the new one,
+    each cut to :data:`REPLY_EXCERPT` characters."""
+
+    turn: int
+    recorded: str
+    reply: str
+
+
 class ResultRow(_Part):
     schema_version: int = 1
     run_id: str = ""
@@ -167,6 +185,8 @@ class ResultRow(_Part):
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
+    #: the first turn whose bot reply differs from the recording (None: none did, or nothing was recorded)
+    reply_change: Optional[ReplyChangeRow] = None
     error: Optional[RowError] = None
     turns: int = 0
     max_turns: int = 0
@@ -212,7 +232,7 @@ def build_row(
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
-        preference_leak=evaluation.preference_leak,
+        preference_leak=evaluation.preference_leak, reply_change=_reply_change(dialogue.reply_change),
         error=None if error is None else RowError(
             kind=error.kind, phase=error.phase, message=error.message, raw_answer=error.raw_answer, source=error.source,
             endpoint=error.endpoint, cause=error.cause, disk_full=error.disk_full,
@@ -223,6 +243,12 @@ def build_row(
         calls=[c.as_dict() for c in dialogue.log.records],
         started_at=evaluation.started_at, finished_at=evaluation.finished_at, seconds=evaluation.seconds,
     )
+
+
+def _reply_change(change: Any) -> ReplyChangeRow | None:
+    if change is None:
+        return None
+    return ReplyChangeRow(turn=change.turn, recorded=excerpt(change.recorded), reply=excerpt(change.reply))
 
 
 def error_row(run: RunInfo, evaluation: Evaluation, exc: BaseException) -> ResultRow:

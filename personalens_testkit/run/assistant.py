@@ -77,7 +77,7 @@ class AssistantUnderTest:
         """The assistant, on the run's models; it owns (and closes) the model it runs on, if any. A bot's
         turns are recorded in the scenario's cassette (and replayed from it when re-judging)."""
         s = self.settings
-        context = BuildContext(root=s.rootdir, model=lambda spec, role: models.chat(spec, role, owned=False),
+        context = BuildContext(root=s.bot_root or s.rootdir, isolate=s.isolate_bot, model=lambda spec, role: models.chat(spec, role, owned=False),
                                entry_model=models.entry_chat, describe=lambda spec: describe(spec, s.models))
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context, reference_prompt=s.assistant_prompt)

@@ -12,6 +12,7 @@ still written in case order, by pytest.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import Future
 from typing import Callable, Sequence
@@ -41,6 +42,9 @@ class EvaluateAhead:
         self._waited: Future[Evaluation] | None = None
         self._closed = False
         self._lock = threading.RLock()  # a callback of a future already done runs at once, in the caller
+        #: the caller's context (the progress hook's ON_TURN, ...): a case started from a done-callback runs on a
+        #: pool thread, whose own context would lose it
+        self._context = contextvars.copy_context()
 
     def __contains__(self, key: str) -> bool:
         return key in self._position
@@ -88,7 +92,8 @@ class EvaluateAhead:
         if key in self._futures or key in self._started:
             return False
         self._started.add(key)
-        future = self._futures[key] = self._pool.submit(lambda: self._evaluate(scenario, rerecord, repeat))
+        submit = self._pool.submit
+        future = self._futures[key] = self._context.copy().run(submit, lambda: self._evaluate(scenario, rerecord, repeat))
         future.add_done_callback(self._refill)
         return True
 

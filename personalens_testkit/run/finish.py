@@ -36,10 +36,11 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
                calibration: CalibrationReport | None = None) -> RunOutcome:
     rows = read_rows(results)
-    comparison = None
+    comparison = base_rows = None
     if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
         rules = thresholds.aggregate
-        comparison = compare_rows(load_rows(settings.baseline, what="--baseline"), rows, margin=settings.baseline_margin,
+        base_rows = load_rows(settings.baseline, what="--baseline")
+        comparison = compare_rows(base_rows, rows, margin=settings.baseline_margin,
                                   confidence=rules.confidence, min_n=rules.min_n,
                                   max_missing=rules.max_infrastructure_errors)
     problems: list[str] = []  # part of the verdict (and so of every report)
@@ -50,12 +51,13 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
         problems.append(f"recorded results: {exc}")
     enforced = not recording.plan.checks_reproduction
     report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
-                          expectations=expectations, problems=problems, calibration=calibration)
+                          expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows)
     failures: list[str] = []  # report files that could not be written
     written = write_report_files(
         report, json_path=settings.json_report or run_dir / "report.json",
         junit_path=settings.junit_report or run_dir / "junit.xml",
-        html_path=settings.html_report or run_dir / "report.html", failures=failures,
+        html_path=settings.html_report or run_dir / "report.html",
+        summary_path=settings.summary_md or run_dir / "summary.md", failures=failures,
     )
     return RunOutcome(report, written, recorded, failures, report.verdict)
 

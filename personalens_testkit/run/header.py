@@ -1,7 +1,11 @@
 """The run header: what runs (data, assistant and its prompt, user agent, judge and its calibration, preset)
-and what the run will do with cassettes, shards, resumed results, expectations and gates."""
+and what the run will do with cassettes, shards, resumed results, expectations and gates - and a word when
+``-n`` asks for more xdist workers than the machine has cores."""
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 from ..errors import UsageError
 from ..gating.expectations import location
@@ -48,9 +52,34 @@ def identity_lines(run: Run) -> list[str]:
     return lines
 
 
-def header_lines(run: Run) -> list[str]:
-    """What this run will do with cassettes, shards, resumed results and gates."""
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as a container or ``taskset`` limits it)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def workers_line(workers: int, concurrency: int, *, embedded: bool, cores: int) -> str | None:
+    """When ``-n`` asks for more xdist workers than there are cores: what each costs and what to use instead."""
+    if workers <= cores:
+        return None
+    cost = (f"-n {workers} on {cores} core{'s' if cores > 1 else ''}: each xdist worker is a whole pytest process "
+            "(about 115 MB, seconds of CPU to start)")
+    if embedded:
+        return f"{cost}, and the embedded model serves one scenario at a time: run without -n"
+    lanes = workers * concurrency
+    if cores == 1:
+        return f"{cost}; for a model-bound run use --concurrency {lanes} (scenarios at once in threads of one process)"
+    each = -(-lanes // cores)
+    return (f"{cost}; for a model-bound run use -n {cores} --concurrency {each} ({each} scenarios at once in threads "
+            f"of each worker)")
+
+
+def header_lines(run: Run, workers: int = 0) -> list[str]:
+    """What this run will do with cassettes, shards, resumed results and gates (``workers``: xdist's ``-n``)."""
     lines = [run.recording.summary(), *run.cases.header_lines()]
+    spread = workers_line(workers, run.settings.concurrency, embedded=run.models.uses_embedded, cores=usable_cores())
+    lines += [spread] if spread else []
     if run.expectations is not None:
         known = sum(1 for e in run.expectations.scenarios.values() if e.outcome != "pass")
         path = location(run.settings.expectations, run.settings.cassette_dir, run.settings.assistant)

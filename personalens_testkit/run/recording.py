@@ -80,8 +80,21 @@ class Recording:
                "termination": dialogue.termination.value if dialogue.termination else None}
         return differences(recorded, now)
 
+    #: why the recorded results were left as they are, if they were (shown at the end of the run)
+    kept_back: str | None = None
+
+    def is_baseline(self, path: Path) -> bool:
+        """Whether ``path`` (or the older form beside it) is the file this run compares with: never written by it."""
+        baseline = self.settings.baseline
+        found = existing(path)
+        return baseline is not None and found is not None and baseline.resolve() == found.resolve()
+
     def keep_recorded(self, rows: Sequence[ResultRow]) -> int:
         """At the end of a recording run: its scored rows join the recorded results; returns how many."""
         if self.settings.record_mode == "none" or self.settings.rejudge:
+            return 0
+        if self.is_baseline(self.recorded_path):
+            self.kept_back = (f"the recorded results ({self.shown(self.recorded_path)}) are left as they are: they are "
+                              "this run's --baseline; a recording joins them only on main (`personalens promote`)")
             return 0
         return merge_recorded(self.recorded_path, [row for row in rows if row.status != "error"])

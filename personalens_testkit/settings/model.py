@@ -47,10 +47,11 @@ class RunSettings:
     #: chain (one call scoring every prefix, as the paper) or per-turn (one call per assistant reply)
     turn_level_method: str = "chain"
     leak_check: bool = False
-    #: report files (None: the run folder's report.json / junit.xml / report.html)
+    #: report files (None: the run folder's report.json / junit.xml / report.html / summary.md)
     json_report: Optional[Path] = None
     junit_report: Optional[Path] = None
     html_report: Optional[Path] = None
+    summary_md: Optional[Path] = None
     #: a previous run's report or results to compare with, and the drop it tolerates
     baseline: Optional[Path] = None
     baseline_margin: float = 0.0
@@ -82,6 +83,9 @@ class RunSettings:
     assistants: AssistantCatalogue = field(default_factory=AssistantCatalogue)
     model_sources: Mapping[str, str] = field(default_factory=dict)
     rootdir: Path = Path(".")
+    #: where a bot entry's relative paths resolve (None: rootdir); a python bot in a process of its own
+    bot_root: Optional[Path] = None
+    isolate_bot: bool = False
 
     def model_specs(self) -> dict[str, str]:
         """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""

@@ -93,6 +93,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         turn_level_method=_choice(values, "turn_level_method", ("chain", "per-turn")),
         leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
         junit_report=values.path("junit_report"), html_report=values.path("html_report"),
+        summary_md=values.path("summary_md"),
         baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
         baseline_margin=values["baseline_margin"],
         judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),
@@ -107,6 +108,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         secret_env=tuple(values["secret_env"]), local=_local(config, rootdir), local_url=values["local_url"],
         openai_base_url=values["openai_base_url"], openai_api_key_env=values["openai_api_key_env"],
         models=config.models, assistants=catalogue, model_sources=sources.models, rootdir=rootdir,
+        bot_root=values.path("bot_root"), isolate_bot=bool(values["isolate_bot"]),
     )
 
 

@@ -115,6 +115,11 @@ SETTINGS: tuple[Setting, ...] = (
             "limits and sampling) or a [presets.NAME] table of the config; options given explicitly still win",
             metavar="NAME"),
     Setting("assistant", "the assistant under test (default: reference)", metavar="NAME"),
+    Setting("bot_root", "the folder a bot entry's relative paths (a python entry's path, a command and its cwd) "
+            "resolve in (default: the project folder; `personalens gate` gives the pull request's checkout)", "path",
+            metavar="DIR", config=False),
+    Setting("isolate_bot", "run a python bot in a process of its own (the command kind's JSON lines), so its code "
+            "cannot reach the testkit's; `personalens gate` always does", "flag"),
     Setting("assistant_model", "model of the reference assistant (default: local)", metavar="SPEC"),
     Setting("assistant_context", "user context the reference assistant sees: none (default) or any of "
             "demographics,interactions,situation (D,I,S)", metavar="PARTS"),
@@ -159,6 +164,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="PATH", config=False),
     Setting("html_report", "the self-contained HTML report (default: <run folder>/report.html)", "path", metavar="PATH",
             config=False),
+    Setting("summary_md", "the job summary in Markdown (default: <run folder>/summary.md)", "path", metavar="PATH",
+            config=False),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
             "shared scenarios", "path", metavar="REPORT", config=False),
     Setting("baseline_margin", "the drop --baseline tolerates: fail only if the whole CI of the difference is below -X "
@@ -180,7 +187,7 @@ SETTINGS: tuple[Setting, ...] = (
             f"(default {DEFAULT_SCENARIO_TIMEOUT_S:g}: a backstop no working scenario meets; 0: no limit)", "float",
             metavar="SECONDS", low=0, key="scenario_timeout_s", default=DEFAULT_SCENARIO_TIMEOUT_S,
             zero_means="no limit"),
-    Setting("concurrency", "evaluate K scenarios at once in threads of this process (remote models; without -n)", "int",
+    Setting("concurrency", "evaluate K scenarios at once in threads of each process (remote models; with -n N, K in each worker)", "int",
             metavar="K", low=1, high=256, default=1),
     Setting("max_rps", "at most R calls per second to each model endpoint, across all xdist workers", "float",
             metavar="R", above=0),

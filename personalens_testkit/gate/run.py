@@ -1,0 +1,203 @@
+"""One gate run: the base's tree in a folder of its own, the bot from the pull request's checkout, one pytest
+run of the base's suite there, its reports and recording in the gate's folder (``--out``), never in the
+committed cassettes.
+
+pytest runs with the plugin autoload off (a package the pull request installs cannot add a plugin), its
+config and conftest files from the base alone (``-c``, ``--rootdir`` and ``--confcutdir`` in the trusted tree),
+a python bot in a process of its own (``--isolate-bot``), the base's recorded results as ``--baseline`` and a
+copy of the base's cassettes to replay and record into.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import GateError, PersonalensError
+from ..replay.store import assistant_dir
+from ..results.recorded import RESULTS_NAME, existing
+from ..settings import SETTINGS, RunSettings, resolve_settings
+from .bot import StartedBot
+from .git import Base, changes, export_tree
+from .tree import digest, pytest_config, set_writable
+from .trust import lines, trusted_paths, untrusted_changes
+
+#: options a gate sets itself: given again after ``--``, they are refused
+OWNED = ("--cassette-dir", "--record-mode", "--baseline", "--bot-root", "--isolate-bot", "--results-dir",
+         "--json-report", "--html-report", "--junit-report", "--summary-md", "--resume", "--expectations",
+         "--thresholds", "--personalens-data", "--rootdir", "-c", "--config-file", "--confcutdir", "-p", "--rejudge")
+#: what the gate's folder keeps about the run (read by `personalens promote`)
+MANIFEST = "gate.json"
+RECORD_MODES = ("none", "new_episodes")
+
+
+@dataclass
+class GateOptions:
+    repo: Path
+    base: Base
+    out: Path
+    record_mode: str = "none"
+    suites: tuple[str, ...] = ("suites",)
+    pytest_args: Sequence[str] = ()
+    start: str | None = None
+    health_url: str | None = None
+    start_timeout_s: float = 60.0
+    said: list[str] = field(default_factory=list)
+
+
+def check_args(args: Sequence[str]) -> None:
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in OWNED or (name.startswith("-p") and name != "-p" and len(name) > 2 and not name.startswith("--")):
+            raise GateError(f"{name}: the gate sets it (the base's files, the run's folder); leave it out of the "
+                            "options after --")
+
+
+def _assistant(args: Sequence[str]) -> dict[str, str]:
+    for i, arg in enumerate(args):
+        if arg == "--assistant" and i + 1 < len(args):
+            return {"assistant": args[i + 1]}
+        if arg.startswith("--assistant="):
+            return {"assistant": arg.split("=", 1)[1]}
+    return {}
+
+
+def base_settings(tree: Path, args: Sequence[str]) -> RunSettings:
+    try:
+        return resolve_settings(_assistant(args), tree, os.environ)
+    except PersonalensError as exc:
+        raise GateError(f"the base's settings: {exc}") from None
+
+
+def _say(options: GateOptions, line: str) -> None:
+    options.said.append(line)
+    print(f"personalens gate: {line}", flush=True)
+
+
+def prepare_out(out: Path) -> None:
+    """The gate's folder, emptied: refused when it holds something that is not an earlier gate's."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise GateError(f"--out {out}: not a folder (a link or a file); name a new folder")
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise GateError(f"--out {out}: the folder holds files that are not a gate run's; name an empty or new folder")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / MANIFEST).write_text('{"finished": false}\n', encoding="utf-8")  # a gate's folder from now on
+
+
+def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path) -> list[str]:
+    out = options.out.resolve()
+    command = [sys.executable, "-m", "pytest", *options.suites]
+    if importlib.util.find_spec("xdist") is not None:  # before ours, which imports it
+        command += ["-p", "xdist.plugin"]
+    command += ["-p", "personalens_testkit.plugin", "-p", "no:cacheprovider", "-c", str(pytest_config(tree)), "--rootdir", str(tree),
+                "--confcutdir", str(tree), "--record-mode", options.record_mode, "--cassette-dir", str(work),
+                "--results-dir", str(out / "runs"), "--bot-root", str(options.repo), "--isolate-bot",
+                "--json-report", str(out / "report.json"), "--html-report", str(out / "report.html"),
+                "--junit-report", str(out / "junit.xml")]
+    if any(setting.name == "summary_md" for setting in SETTINGS):
+        command += ["--summary-md", str(out / "summary.md")]
+    recorded = existing(assistant_dir(settings.cassette_dir, settings.assistant) / RESULTS_NAME)
+    if recorded is not None:
+        command += ["--baseline", str(recorded)]
+    else:
+        _say(options, f"the base has no recorded results for {settings.assistant!r}: no baseline comparison")
+    expectations = settings.expectations or assistant_dir(settings.cassette_dir, settings.assistant) / "expectations.yaml"
+    if expectations.is_file():
+        command += ["--expectations", str(expectations)]
+    return command + list(options.pytest_args)
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin that a package of the pull request brings
+    return env
+
+
+def run_gate(options: GateOptions) -> int:
+    check_args(options.pytest_args)
+    if options.record_mode not in RECORD_MODES:
+        raise GateError(f"--record-mode {options.record_mode}: one of {', '.join(RECORD_MODES)}")
+    prepare_out(options.out)
+    scratch = Path(tempfile.mkdtemp(prefix="personalens-gate-", dir=os.environ.get("RUNNER_TEMP") or None))
+    tree = scratch / "base"
+    try:
+        return _run_in(options, scratch, tree)
+    finally:
+        with contextlib.suppress(OSError):
+            if tree.exists():
+                set_writable(tree, True)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
+    export_tree(options.repo, options.base.sha, tree)
+    settings = base_settings(tree, options.pytest_args)
+    _say(options, f"everything that decides the verdict from {options.base.sha[:12]} ({options.base.how}); "
+                  f"the bot {settings.assistant!r} from {options.repo}")
+    trusted = trusted_paths(settings, tree, options.suites)
+    out_name = _inside(options.out, options.repo)
+    found = [c for c in changes(options.repo, options.base.sha) if not (out_name and c.path.startswith(out_name + "/"))]
+    changed = lines(untrusted_changes(found, trusted, repo=options.repo, base_tree=tree))
+    for line in changed:
+        _say(options, line)
+    work = scratch / "cassettes"
+    if options.record_mode == "none" and settings.cassette_dir.is_dir():
+        work = settings.cassette_dir  # offline: replayed from the read-only trusted tree itself
+    elif settings.cassette_dir.is_dir():
+        shutil.copytree(settings.cassette_dir, work, symlinks=True)  # recorded into: a copy
+    else:
+        work.mkdir()
+    command = pytest_command(options, settings, tree, work)
+    set_writable(tree, False)
+    before = digest(tree)
+    with StartedBot(options.start, cwd=options.repo, log=options.out / "bot.log", health_url=options.health_url,
+                    timeout_s=options.start_timeout_s):
+        status = subprocess.run(command, cwd=tree, env=_environment(), check=False).returncode
+    if digest(tree) != before:
+        raise GateError("the base's files changed while the run read them (something wrote into the trusted "
+                        "tree): this run's verdict does not count")
+    _keep(options, settings, work, changed)
+    return _exit_status(options, status)
+
+
+def _inside(path: Path, root: Path) -> str | None:
+    with contextlib.suppress(ValueError):
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    return None
+
+
+def _keep(options: GateOptions, settings: RunSettings, work: Path, changed: list[str]) -> None:
+    """The recording (to promote on main) and the manifest in the gate's folder; the changed-file lines in the
+    job summary, after the verdict."""
+    if options.record_mode != "none":
+        shutil.copytree(work, options.out / "cassettes", symlinks=True)
+    cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
+    manifest = {"finished": True, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
+                "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said}
+    (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and changed:
+        with contextlib.suppress(OSError), open(summary, "a", encoding="utf-8") as handle:
+            handle.write("\n### Files this pull request changes that the gate took from the base\n\n")
+            handle.writelines(f"- `{line.replace('`', chr(39))}`\n" for line in changed)
+
+
+def _exit_status(options: GateOptions, status: int) -> int:
+    if status in (0, 1):
+        return status
+    if status == 5:
+        _say(options, "the base's suite collected no case: the gate starts working once the testkit's files "
+                      "(personalens init, a recording) are on the base")
+    else:
+        _say(options, f"pytest ended with status {status} (interrupted, an internal or a usage error): no verdict")
+    return 2

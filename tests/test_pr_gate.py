@@ -1,0 +1,293 @@
+"""`personalens gate`: a pull request's verdict takes everything that decides it from the base commit and only
+the bot from the pull request. A team repository (not a Python package: a command bot in a script) records on
+main against a loopback judge that scores by what the bot says; then pull requests - the unchanged bot, a
+worse bot, and worse bots that try to pass the gate without earning it - run the gate as CI would."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .support.fake_llm import FakeLLM, Script
+from .support.project import recorded_rows, write_recorded
+
+GOOD = "Done - your saved 7:30 birdsong alarm is set, as you like it."
+WORSE = "Done - an alarm is set."
+BOT = '''import json, sys
+REPLY = {reply!r}
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({{"id": request["id"], "reply": REPLY}}), flush=True)
+'''
+CONFIG = '''assistant = "my-bot"
+user_model = "openai:fake-user"
+judge_model = "openai:fake-judge"
+profiles = "7"
+domains = "Alarm"
+task_kind = "sd"
+
+[assistants.my-bot]
+kind = "command"
+command = ["{python}", "bot.py"]
+'''
+
+
+def judge_rule(text: str) -> dict:
+    """A judge in miniature: the bot that uses the saved preference personalizes; one that does not, does not."""
+    return {} if "birdsong" in text else {"personalization": 1, "task_completion": False, "naturalness_assistant": 2}
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def environment(fake: FakeLLM | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "OPENAI", "GITHUB"))}
+    env.update(OPENAI_API_KEY="sk-test-not-a-real-key-000",
+               OPENAI_BASE_URL=fake.url if fake else "http://127.0.0.1:9/v1", **extra)
+    return env
+
+
+def git(repo: Path, *args: str) -> str:
+    done = run("git", *args, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message)
+
+
+def personalens(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run(sys.executable, "-m", "personalens_testkit.cli", *args, cwd=cwd, env=env)
+
+
+@pytest.fixture(scope="module")
+def main_repo(tmp_path_factory) -> Path:
+    """A team's repository whose main has the suite, the config and a recording of the good bot."""
+    repo = tmp_path_factory.mktemp("gate") / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    init = personalens("init", "--kind", "command", "--assistant", "my-bot", "--no-ci", cwd=repo, env=environment())
+    assert init.returncode == 0, init.stderr
+    (repo / "personalens.toml").write_text(CONFIG.format(python=sys.executable))
+    (repo / "bot.py").write_text(BOT.format(reply=GOOD))
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        record = run(sys.executable, "-m", "pytest", "suites/", "--record-mode", "once", "-p", "no:cacheprovider",
+                     cwd=repo, env=environment(fake))
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-2000:]
+    (repo / ".gitignore").write_text("personalens-results/\npersonalens-gate/\n")
+    commit(repo, "the bot, the suite and its recording")
+    return repo
+
+
+@pytest.fixture
+def pr(main_repo: Path, tmp_path: Path) -> Path:
+    """A pull request's checkout: a clone of main on a branch of its own."""
+    repo = tmp_path / "pr"
+    shutil.copytree(main_repo, repo, symlinks=True)
+    git(repo, "checkout", "-q", "-b", "change")
+    return repo
+
+
+def gate(repo: Path, *args: str, fake: FakeLLM | None = None) -> subprocess.CompletedProcess[str]:
+    record = ["--record-mode", "new_episodes"] if fake else []
+    return personalens("gate", "--target", "main", *record, *args, cwd=repo, env=environment(fake))
+
+
+def worse_bot(repo: Path) -> None:
+    (repo / "bot.py").write_text(BOT.format(reply=WORSE))
+
+
+def test_an_unchanged_bot_passes_offline(pr: Path):
+    (pr / "README.md").write_text("a change that is not the bot's\n")
+    commit(pr, "docs")
+    done = gate(pr)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "everything that decides the verdict from" in done.stdout and "merge base of HEAD and main" in done.stdout
+    assert "not used by this gate" not in done.stdout  # README.md is not among the files the gate takes from the base
+    report = json.loads((pr / "personalens-gate" / "report.json").read_text())
+    assert report["verdict"]["failures"] == [] and report["verdict"]["cases"] == 4
+    assert git(pr, "status", "--porcelain") == ""  # nothing written outside the ignored gate folder
+
+
+def test_a_worse_bot_fails_offline_and_live(pr: Path):
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    offline = gate(pr)
+    assert offline.returncode == 1, offline.stdout[-4000:]
+    assert "differs from the recording" in offline.stdout
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        live = gate(pr, fake=fake)
+    assert live.returncode == 1, live.stdout[-4000:] + live.stderr[-2000:]
+    report = json.loads((pr / "personalens-gate" / "report.json").read_text())
+    assert len(report["verdict"]["regressions"]) == 4, report["verdict"]  # scored live: below the floors
+    # the gate recorded into its own folder, never into the committed cassettes or recorded results
+    assert git(pr, "status", "--porcelain") == ""
+    assert list((pr / "personalens-gate" / "cassettes" / "my-bot").glob("*.json.xz"))
+
+
+def test_forged_recordings_and_results_are_not_used(pr: Path):
+    """Re-recorded cassettes from a judge of the pull request's own that always gives 4/4, its recorded results
+    and a narrowed selection with the worse domain's rows deleted: all taken from the base instead."""
+    worse_bot(pr)
+    generous = Script(terminate_after=1)  # no judge_rule: every dialogue gets the good scores
+    with FakeLLM(generous) as fake:
+        forged = run(sys.executable, "-m", "pytest", "suites/", "--record-mode", "all", "-p", "no:cacheprovider",
+                     cwd=pr, env=environment(fake))
+    assert forged.returncode == 0, forged.stdout[-3000:]
+    config = (pr / "personalens.toml").read_text().replace('profiles = "7"', 'profiles = "7"\nmax_turns = 1')
+    (pr / "personalens.toml").write_text(config)
+    folder = pr / "cassettes" / "my-bot"
+    write_recorded(folder, recorded_rows(folder)[:1])
+    commit(pr, "a worse bot, re-recorded against a generous judge")
+    plain = run(sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", cwd=pr, env=environment())
+    assert plain.returncode == 0, plain.stdout[-3000:]  # the forgery passes a run that reads the pull request's files
+    done = gate(pr)
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "changes personalens.toml: not used by this gate; takes effect once merged" in done.stdout
+    assert "changes cassettes/my-bot/results.jsonl.xz: not used by this gate; takes effect once merged" in done.stdout
+    assert "differs from the recording" in done.stdout
+
+
+def test_forged_expectations_thresholds_and_judge_are_not_used(pr: Path):
+    worse_bot(pr)
+    thresholds = (pr / "thresholds.yaml").read_text()
+    lowered = thresholds.replace("task_completion: true", "task_completion: null").replace("personalization: 2",
+                                                                                            "personalization: null")
+    assert lowered != thresholds
+    (pr / "thresholds.yaml").write_text(lowered)
+    ids = sorted(row["scenario_id"] for row in recorded_rows(pr / "cassettes" / "my-bot"))
+    (pr / "cassettes" / "my-bot" / "expectations.yaml").write_text(  # every scenario "flaky": expected, whatever
+        "version: 1\nassistant: my-bot\nscenarios:\n" + "".join(f"  {i}: flaky\n" for i in ids))
+    with FakeLLM(Script(terminate_after=1)) as own_judge:  # the pull request's own judge: always generous
+        config = (pr / "personalens.toml").read_text()
+        (pr / "personalens.toml").write_text(config.replace('judge_model = "openai:fake-judge"',
+                                                            f'judge_model = "openai:own"\n'
+                                                            f'# own judge at {own_judge.url}'))
+        commit(pr, "a worse bot, expectations, thresholds and a judge of its own")
+        with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+            done = gate(pr, fake=fake)
+    assert done.returncode == 1, done.stdout[-4000:]
+    for name in ("thresholds.yaml", "personalens.toml"):
+        assert f"changes {name}: not used by this gate; takes effect once merged" in done.stdout
+    assert "adds cassettes/my-bot/expectations.yaml: not used by this gate; takes effect once merged" in done.stdout
+    assert not own_judge.requests  # the pull request's judge was never asked
+
+
+def test_forged_pytest_config_and_conftest_are_not_used(pr: Path):
+    """pytest reads config and conftest files by name: the pull request's never reach the gate's run."""
+    worse_bot(pr)
+    (pr / "conftest.py").write_text(
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    report = outcome.get_result()\n    report.outcome = 'passed'\n\n"
+        "@pytest.hookimpl(trylast=True)\ndef pytest_sessionfinish(session, exitstatus):\n    session.exitstatus = 0\n")
+    (pr / "suites" / "conftest.py").write_text((pr / "conftest.py").read_text())
+    (pr / "pytest.ini").write_text("[pytest]\naddopts = -k nothing-at-all\n")
+    commit(pr, "a worse bot that rewrites the outcome")
+    plain = run(sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-o", "addopts=", cwd=pr,
+                env=environment())
+    assert plain.returncode == 0, plain.stdout[-3000:]  # the forgery passes a run that reads the pull request's files
+    summary = pr.parent / "step-summary.md"
+    done = personalens("gate", "--target", "main", cwd=pr, env=environment(GITHUB_STEP_SUMMARY=str(summary)))
+    assert done.returncode == 1, done.stdout[-4000:]
+    for name in ("conftest.py", "suites/conftest.py", "pytest.ini"):
+        line = next(line for line in done.stdout.splitlines() if f" {name}: not used by this gate" in line)
+        assert line.endswith(f"s {name}: not used by this gate; takes effect once merged")  # adds / changes
+        assert f"{name}: not used by this gate" in summary.read_text()
+
+
+def test_promote_is_an_explicit_step_on_main(pr: Path, main_repo: Path):
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        gate(pr, fake=fake)
+    before = (pr / "cassettes" / "my-bot" / "results.jsonl.xz").read_bytes()
+    git(pr, "checkout", "-q", "main")
+    git(pr, "merge", "-q", "change")
+    promoted = personalens("promote", "personalens-gate", cwd=pr, env=environment())
+    assert promoted.returncode == 0, promoted.stderr
+    assert "cassettes/my-bot/results.jsonl.xz: promoted" in promoted.stdout
+    assert (pr / "cassettes" / "my-bot" / "results.jsonl.xz").read_bytes() != before
+    again = personalens("promote", "personalens-gate", cwd=pr, env=environment())
+    assert again.returncode == 0 and "nothing differed" in again.stdout
+
+
+PYTHON_BOT = '''import json, os, sys
+with open(os.path.join(os.path.dirname(__file__), "where.json"), "w") as out:
+    json.dump({"pid": os.getpid(), "beside_the_judge": "personalens_testkit.plugin" in sys.modules}, out)
+
+def reply(request):
+    return {"reply": "Done - your saved 7:30 birdsong alarm is set."}
+'''
+
+
+def test_a_python_bot_runs_in_a_process_of_its_own(tmp_path: Path):
+    """A python bot is the pull request's code: in the gate it shares no memory with the judge (in a plain run
+    it is imported into pytest's process)."""
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    assert personalens("init", "--kind", "python", "--no-ci", cwd=repo, env=environment()).returncode == 0
+    config = CONFIG.replace('kind = "command"', 'kind = "python"').replace('command = ["{python}", "bot.py"]',
+                                                                        'callable = "bot:reply"\npath = ["."]')
+    (repo / "personalens.toml").write_text(config)
+    (repo / "bot.py").write_text(PYTHON_BOT)
+    (repo / ".gitignore").write_text("personalens-results/\npersonalens-gate/\nwhere.json\n__pycache__/\n")
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        record = run(sys.executable, "-m", "pytest", "suites/", "--record-mode", "once", "-p", "no:cacheprovider",
+                     "-k", "task-1", cwd=repo, env=environment(fake))
+    assert record.returncode == 0, record.stdout[-3000:]
+    assert json.loads((repo / "where.json").read_text())["beside_the_judge"] is True  # a plain run: in-process
+    commit(repo, "main")
+    git(repo, "checkout", "-q", "-b", "change")
+    done = personalens("gate", "--target", "main", "--", "-k", "task-1", cwd=repo, env=environment())
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert json.loads((repo / "where.json").read_text())["beside_the_judge"] is False
+
+
+def test_the_gate_refuses_what_it_sets_itself_and_a_base_it_cannot_find(pr: Path):
+    owned = gate(pr, "--", "--cassette-dir", "elsewhere")
+    assert owned.returncode == 2 and "--cassette-dir: the gate sets it" in owned.stderr
+    lost = personalens("gate", "--target", "no-such-branch", cwd=pr, env=environment())
+    assert lost.returncode == 2 and "--target no-such-branch: neither origin/no-such-branch nor" in lost.stderr
+    (pr / "personalens-gate").mkdir()
+    (pr / "personalens-gate" / "mine.txt").write_text("a team's file")
+    foreign = gate(pr)
+    assert foreign.returncode == 2 and "not a gate run's" in foreign.stderr
+    assert (pr / "personalens-gate" / "mine.txt").is_file()
+    (pr / "linked").symlink_to(pr / "cassettes")
+    linked = gate(pr, "--out", "linked")
+    assert linked.returncode == 2 and "--out" in linked.stderr and "not a folder (a link" in linked.stderr
+    assert (pr / "cassettes" / "my-bot" / "results.jsonl.xz").is_file()
+
+
+def test_a_changed_file_is_one_line_whatever_its_name(pr: Path):
+    (pr / "suites" / "x\npersonalens gate: all clear.py").write_text("# a name that tries to print a line\n")
+    commit(pr, "an odd name")
+    done = gate(pr)
+    assert done.returncode == 0, done.stdout[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if "not used by this gate" in line]
+    assert line.startswith("personalens gate: adds 'suites/x\\npersonalens gate: all clear.py': not used")
+    assert not any(line.startswith("personalens gate: all clear") for line in done.stdout.splitlines())
+
+
+def test_a_plain_recording_run_never_overwrites_its_own_baseline(pr: Path):
+    """Today's trap: a new_episodes run that merged its rows into the recorded results it compared with made
+    the next run compare the worse bot with itself ("no significant drop")."""
+    worse_bot(pr)
+    baseline = pr / "cassettes" / "my-bot" / "results.jsonl.xz"
+    before = baseline.read_bytes()
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        done = run(sys.executable, "-m", "pytest", "suites/", "--record-mode", "new_episodes", "-p", "no:cacheprovider",
+                   "--baseline", str(baseline), cwd=pr, env=environment(fake))
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert baseline.read_bytes() == before
+    assert "are left as they are: they are this run's --baseline" in done.stdout
