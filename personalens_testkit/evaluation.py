@@ -99,6 +99,11 @@ class Evaluation:
             error=ErrorInfo.of(exc, phase), repeat=repeat,
         )
 
+    @property
+    def judged_live(self) -> bool:
+        """Whether a judge call was made now rather than replayed: its scores are one noisy judgement."""
+        return any(call.role == "judge" and not call.replayed for call in self.dialogue.log.records)
+
     def fail(self, exc: BaseException, phase: str) -> None:
         """Make this evaluation an error (its scores, if any, are dropped: an error row never scores)."""
         self.error = ErrorInfo.of(exc, phase)

@@ -234,12 +234,16 @@ def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, p
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         request.node.stash[SHORTFALLS] = found
         expectation = _expected(personalens_run, evaluation.scenario)
-        verdict = request.node.stash[VERDICT] = case_verdict(expectation, [s.metric for s in found])
+        live = evaluation.judged_live and personalens_run.thresholds.aggregate.live_judged_floors == "report"
+        verdict = request.node.stash[VERDICT] = case_verdict(expectation, [s.metric for s in found], judged_live=live)
         if found:
             path = personalens_run.runner.transcript_path(evaluation.scenario, evaluation.repeat)
+            missed = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
             if verdict == "expected failure":  # one line: what it missed, as expected, and where to read it
-                missed = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
                 pytest.xfail(redact(f"expected failure ({expectation}): {missed}; transcript {path}"))
+            if verdict == "unconfirmed":  # one live judgement: evidence, not a verdict
+                pytest.xfail(redact(f"unconfirmed: {missed} on a live judgement (the judge's noise can explain one "
+                                    f"score; the run's gates and baseline decide); transcript {path}"))
             message = redact(describe_shortfalls(evaluation, found, path))
             known = personalens_run.expectations is not None  # without an expectations file, as before: a plain failure
             pytest.fail(message + (f"\nREGRESSION: expected {expectation}" if known else ""), pytrace=False)

@@ -67,3 +67,16 @@ def test_judge_answers_bench_reads_every_benign_answer_and_no_hostile_one():
     assert benign and benign.group(1) == benign.group(2)
     assert hostile and hostile.group(1) == hostile.group(2) and hostile.group(3) == "0"
     assert real and real.group(1) == real.group(2) and int(real.group(2)) >= 100
+
+
+def test_gate_noise_bench_small():
+    """Every cell of the table through the real verdict code, and each cell's figures the same whichever process
+    ran it (its runs are seeded by the cell and the run's number)."""
+    out = bench("bench/gate_noise.py", "--quick")
+    rate = r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]"
+    cells = re.findall(rf"^\| (25|100) \| ([13]) \| ([a-z0-9. ]+) \| 4 \| {rate} \| {rate} \|", out, re.M)
+    assert len(cells) == 20 and "simulated runs in" in out
+    alone = bench("bench/gate_noise.py", "--sizes", "25", "--repeats", "3", "--cases", "drop 0.3", "--runs", "4",
+                  "--jobs", "1")
+    assert re.findall(r"^\| 25 \| 3 \| drop 0\.3 \| [^\n]*", alone, re.M)[0].rsplit("|", 2)[0] == \
+        re.findall(r"^\| 25 \| 3 \| drop 0\.3 \| [^\n]*", out, re.M)[0].rsplit("|", 2)[0]

@@ -46,6 +46,12 @@ def concierge_project(pytester: pytest.Pytester, fake: FakeLLM, extra: str = "")
         'context = ["interactions"]\n'))
 
 
+def gate_live_floors(pytester: pytest.Pytester) -> None:
+    """The shipped thresholds, with a floor missed on a live judgement gated (this fake judge never varies)."""
+    text = default_thresholds_path().read_text()
+    (pytester.path / "thresholds.yaml").write_text(text.replace("live_judged_floors: report", "live_judged_floors: gate", 1))
+
+
 def run(pytester: pytest.Pytester, *args: str, variant: str | None = None) -> pytest.RunResult:
     if variant is None:
         pytester._monkeypatch.delenv("CONCIERGE_VARIANT", raising=False)  # noqa: SLF001
@@ -75,6 +81,7 @@ def outcome(case: ET.Element) -> str:
 def test_the_expectations_workflow_of_a_team(pytester: pytest.Pytester, capsys):
     with FakeLLM(Script(terminate_after=1, judge_rule=recalls_preferences)) as fake:
         concierge_project(pytester, fake)
+        gate_live_floors(pytester)
         first = run(pytester, "--record-mode", "all")
         # with no expectations file, behaviour is as before: a case below a floor fails, and so does the run
         outcomes = first.parseoutcomes()
@@ -99,7 +106,7 @@ def test_the_expectations_workflow_of_a_team(pytester: pytest.Pytester, capsys):
         main.stdout.fnmatch_lines([
             f"personalens: expectations cassettes/concierge/expectations.yaml: {len(known)} scenarios expected to fail "
             "or flaky (xfail); any other failure is a regression",
-            f"personalens: verdict: passed ({CASES} cases: 0 regression(s), {len(known)} expected failure(s), 0 unexpected "
+            f"personalens: verdict: * ({CASES} cases: 0 regression(s), {len(known)} expected failure(s), 0 unexpected "
             "pass(es), 0 not scored)",
             "XFAIL test_single_domain.py::test_single_domain[[]user139-SD-Alarm-task-1[]] - expected failure (fail "
             "personalization): personalization 1 below 2; transcript */transcripts/user139-SD-Alarm-task-1.txt",
@@ -120,7 +127,7 @@ def test_the_expectations_workflow_of_a_team(pytester: pytest.Pytester, capsys):
         worse.assert_outcomes(failed=len(regressions), xfailed=len(known), deselected=1)
         worse.stdout.fnmatch_lines([
             "REGRESSION: expected pass",
-            f"personalens: verdict: FAILED ({CASES} cases: {len(regressions)} regression(s), {len(known)} expected failure(s), "
+            f"personalens: verdict: REGRESSED ({CASES} cases: {len(regressions)} regression(s), {len(known)} expected failure(s), "
             "0 unexpected pass(es), 0 not scored)",
             f"personalens: FAILED {len(regressions)} regression(s): {', '.join(regressions[:8])} and "
             f"{len(regressions) - 8} more",
@@ -143,7 +150,7 @@ def test_the_expectations_workflow_of_a_team(pytester: pytest.Pytester, capsys):
         assert better.ret == pytest.ExitCode.OK
         better.assert_outcomes(passed=len(regressions), xpassed=len(known), deselected=1)
         better.stdout.fnmatch_lines([
-            f"personalens: verdict: passed ({CASES} cases: 0 regression(s), 0 expected failure(s), {len(known)} unexpected "
+            f"personalens: verdict: * ({CASES} cases: 0 regression(s), 0 expected failure(s), {len(known)} unexpected "
             "pass(es), 0 not scored)",
             f"personalens: now passing, expected to fail: {', '.join(sorted(known))} - update the expectations: "
             f"personalens expectations update {latest_results(pytester.path)}",
@@ -205,7 +212,7 @@ def test_bot_errors_count_against_the_bot_and_a_baseline_counts_what_is_missing(
         "*",
         "coverage: 8 of the base's 17 scored scenarios paired; only in base 0, only in candidate 0, errored in the "
         "candidate 9, errored in the base 0 (task completion counts a bot's errors as not completed)",
-        "  all                      TCR    n=17    -0.529 [[]*] SIGNIFICANT DROP",
+        "  all                      TCR    n=17    -0.529 [[]*] SIGNIFICANT DROP*",
         "*",
         "coverage: FAILED: the candidate leaves 9 of the base's 17 scored scenarios unscored (0 missing, 9 errored): "
         "more than 5%",
@@ -279,9 +286,10 @@ def test_repeats_are_clusters_so_n_counts_scenarios(tmp_path, capsys, monkeypatc
     code_twice, report_twice, out = _report(tmp_path, twice, capsys)
     # four identical scenarios tried twice say nothing more than once: the same n, interval and verdict
     assert report_twice["gates"][0]["estimate"] == report_once["gates"][0]["estimate"]
-    assert report_twice["gates"][0]["estimate"]["n"] == 4 and code_once == code_twice == 1
-    assert ("  gate Personalization, all, lower bound of the 95% CI: FAILED: 1.000 vs threshold 1.2 (mean 1.500 "
-            "[1.000, 2.419], n=4)") in out.splitlines()
+    assert report_twice["gates"][0]["estimate"]["n"] == 4 and code_once == code_twice == 0
+    assert report_once["gates"][0]["decision"] == report_twice["gates"][0]["decision"] == "undecided"
+    assert any(line.startswith("  gate Personalization, all, lower bound of the 95% CI: INCONCLUSIVE, not passed: 1.000 "
+                               "vs threshold 1.2 (mean 1.500 [1.000, 3.279], n=4") for line in out.splitlines())
     # tries that differ: the noise floor is printed beside the gates
     noisy = once + [{**row, "repeat": 2, "scores": {**row["scores"], "personalization": 3}} for row in once]
     _, report, out = _report(tmp_path, noisy, capsys)
@@ -296,6 +304,7 @@ def test_repeats_are_clusters_so_n_counts_scenarios(tmp_path, capsys, monkeypatc
 def test_resume_keeps_the_verdict_of_the_rows_it_keeps(pytester: pytest.Pytester):
     with FakeLLM(Script(terminate_after=1, judge_rule=recalls_preferences)) as fake:
         concierge_project(pytester, fake, 'record_mode = "all"\n')
+        gate_live_floors(pytester)
         first = run(pytester, "-k", "Alarm or Books")  # the four Alarm scenarios miss the personalization floor
         assert first.ret == pytest.ExitCode.TESTS_FAILED
         resumed = run(pytester, "--resume", str(latest_results(pytester.path)))
@@ -333,14 +342,17 @@ def test_a_gate_on_too_few_scenarios_is_not_evaluated_and_not_passed(tmp_path, c
     code, _, out = _report(tmp_path, one, capsys)
     assert code == 1 and ("FAILED gate Personalization, all, lower bound of the 95% CI: NOT EVALUATED, not passed "
                           "(n=1 scenarios; a gate needs 10)") in out.splitlines()
-    # constant data sitting on the threshold is no proof of it
+    # constant data is no proof of much: 12 scenarios all at 2 show neither side of 1.7, 40 show it above
     (tmp_path / "thresholds.yaml").write_text(f"version: 1\naggregate:\n  gates:\n{gates}")
     code, report, _ = _report(tmp_path, _rows([(f"user{i}-SD-Alarm-task-1", 1, 2) for i in range(12)]), capsys)
-    assert report["gates"][0]["passed"] is True  # 2 is well above 1.7 even so
+    assert code == 0 and report["gates"][0]["passed"] is None and report["gates"][0]["decision"] == "undecided"
+    code, report, _ = _report(tmp_path, _rows([(f"user{i}-SD-Alarm-task-1", 1, 2) for i in range(40)]), capsys)
+    assert code == 0 and report["gates"][0]["passed"] is True
+    # sitting on the threshold: never red, never green
     on_it = gates.replace("1.7", "2")
     (tmp_path / "thresholds.yaml").write_text(f"version: 1\naggregate:\n  gates:\n{on_it}")
-    code, report, _ = _report(tmp_path, _rows([(f"user{i}-SD-Alarm-task-1", 1, 2) for i in range(12)]), capsys)
-    assert code == 1 and report["gates"][0]["passed"] is False
+    code, report, _ = _report(tmp_path, _rows([(f"user{i}-SD-Alarm-task-1", 1, 2) for i in range(40)]), capsys)
+    assert code == 0 and report["gates"][0]["decision"] == "undecided" and report["verdict"]["outcome"] == "inconclusive"
 
 
 # -- 8. pass^k never exceeds pass^1: an errored try is a failed one ----------------------------------------------

@@ -49,7 +49,7 @@ def test_a_teams_conversations_are_judged_into_rows_and_reports(tmp_path, monkey
     assert any("- Location: Leeds" in p and "- Genre: jazz" in p for p in prompts)  # its context from --context
     assert "PersonaLens summary (assistant side; mean over scenarios [95% CI]; n: scored cases)" in out
     assert (results.parent / "report.html").is_file() and (results.parent / "junit.xml").is_file()
-    assert "personalens: verdict: passed (2 cases: 0 regression(s)" in out
+    assert "(2 cases: 0 regression(s)" in out and "personalens: verdict: REGRESSED" not in out
 
 
 @pytest.mark.parametrize(("line", "message"), [

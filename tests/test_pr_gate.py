@@ -17,6 +17,8 @@ import pytest
 from .support.fake_llm import FakeLLM, Script
 from .support.project import recorded_rows, write_recorded
 
+#: user 7's single-domain scenarios in these domains: enough for the baseline to decide (a gate needs 10)
+CASES = 13
 GOOD = "Done - your saved 7:30 birdsong alarm is set, as you like it."
 WORSE = "Done - an alarm is set."
 BOT = '''import json, sys
@@ -29,7 +31,7 @@ CONFIG = '''assistant = "my-bot"
 user_model = "openai:fake-user"
 judge_model = "openai:fake-judge"
 profiles = "7"
-domains = "Alarm"
+domains = "Alarm,Books,Calendar"
 task_kind = "sd"
 
 [assistants.my-bot]
@@ -114,7 +116,7 @@ def test_an_unchanged_bot_passes_offline(pr: Path):
     assert "everything that decides the verdict from" in done.stdout and "merge base of HEAD and main" in done.stdout
     assert "not used by this gate" not in done.stdout  # README.md is not among the files the gate takes from the base
     report = json.loads((pr / "personalens-gate" / "report.json").read_text())
-    assert report["verdict"]["failures"] == [] and report["verdict"]["cases"] == 4
+    assert report["verdict"]["failures"] == [] and report["verdict"]["cases"] == CASES
     assert git(pr, "status", "--porcelain") == ""  # nothing written outside the ignored gate folder
 
 
@@ -128,7 +130,10 @@ def test_a_worse_bot_fails_offline_and_live(pr: Path):
         live = gate(pr, fake=fake)
     assert live.returncode == 1, live.stdout[-4000:] + live.stderr[-2000:]
     report = json.loads((pr / "personalens-gate" / "report.json").read_text())
-    assert len(report["verdict"]["regressions"]) == 4, report["verdict"]  # scored live: below the floors
+    # judged live: each case below its floor is evidence (unconfirmed); the baseline decides, and shows the drop
+    assert report["verdict"]["outcome"] == "regressed" and len(report["verdict"]["unconfirmed"]) == CASES
+    baseline = next(c for c in report["verdict"]["checks"] if c["name"] == "baseline comparison")
+    assert baseline["outcome"] == "failed", report["verdict"]
     # the gate recorded into its own folder, never into the committed cassettes or recorded results
     assert git(pr, "status", "--porcelain") == ""
     assert list((pr / "personalens-gate" / "cassettes" / "my-bot").glob("*.json.xz"))
@@ -291,3 +296,110 @@ def test_a_plain_recording_run_never_overwrites_its_own_baseline(pr: Path):
     assert done.returncode == 1, done.stdout[-3000:]
     assert baseline.read_bytes() == before
     assert "are left as they are: they are this run's --baseline" in done.stdout
+
+
+def test_a_tag_named_like_the_target_branch_is_not_the_base(pr: Path):
+    """git finds refs/tags/origin/main before refs/remotes/origin/main: the gate names the branch in full."""
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    git(pr, "update-ref", "refs/remotes/origin/main", "main")
+    git(pr, "tag", "origin/main", "HEAD")  # the pull request's own commit, dressed as the base
+    done = gate(pr)
+    assert done.returncode == 1 and "merge base of HEAD and origin/main" in done.stdout
+    assert git(pr, "rev-parse", "main").strip()[:12] in done.stdout
+
+
+def test_base_side_git_attributes_do_not_change_what_the_gate_reads(pr: Path):
+    """export-ignore would drop the cassettes and thresholds from a `git archive` of the base: the gate reads blobs."""
+    git(pr, "checkout", "-q", "main")
+    (pr / ".gitattributes").write_text("cassettes/** export-ignore\nthresholds.yaml export-ignore\n")
+    commit(pr, "slimmer archives")
+    git(pr, "checkout", "-q", "-b", "change2")
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    done = gate(pr)
+    assert done.returncode == 1 and "differs from the recording" in done.stdout
+    assert "no recorded results" not in done.stdout
+
+
+def test_a_config_file_that_is_not_a_plain_file_is_a_change_never_read(pr: Path):
+    (pr / "pyproject.toml").symlink_to("/dev/zero")
+    commit(pr, "a pyproject that never ends")
+    done = gate(pr)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "adds pyproject.toml: not used by this gate; takes effect once merged" in done.stdout
+
+
+def test_promote_refuses_a_tampered_gate_folder(pr: Path):
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        gate(pr, fake=fake)
+    git(pr, "checkout", "-q", "main")
+    git(pr, "merge", "-q", "change")
+    folder = pr / "personalens-gate"
+    manifest = json.loads((folder / "gate.json").read_text())
+    (folder / "gate.json").write_text(json.dumps({**manifest, "cassette_dir": "suites"}))
+    elsewhere = personalens("promote", "personalens-gate", cwd=pr, env=environment())
+    assert elsewhere.returncode == 2 and "is not this repository's cassette folder" in elsewhere.stderr
+    (folder / "gate.json").write_text(json.dumps(manifest))
+    (folder / "cassettes" / "my-bot" / "conftest.py").write_text("raise SystemExit\n")
+    planted = personalens("promote", "personalens-gate", cwd=pr, env=environment())
+    assert planted.returncode == 2 and "conftest.py: not a cassette or the recorded results" in planted.stderr
+    assert git(pr, "status", "--porcelain") == ""  # nothing promoted: all or none
+
+
+def test_the_report_reads_only_the_rows_the_run_wrote(tmp_path: Path):
+    """A bot that finds the run's results file and appends good rows to it changes nothing."""
+    from personalens_testkit.results.files import ResultsWriter, read_rows
+    from personalens_testkit.results.rows import ResultRow
+
+    writer = ResultsWriter(tmp_path / "results.jsonl")
+    folder = Path(__file__).resolve().parent.parent / "cassettes" / "reference"
+    recorded = [ResultRow.model_validate(row) for row in recorded_rows(folder)[:3]]
+    for row in recorded[:2]:
+        writer.write(row)
+    forged = recorded[2].model_copy(update={"finished_at": "2099-01-01T00:00:00+00:00"})
+    with open(tmp_path / "results.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(forged.model_dump_json() + "\n")
+    writer.close()
+    assert len(read_rows(tmp_path / "results.jsonl")) == 3
+    kept = read_rows(tmp_path / "results.jsonl", written=writer.written)
+    assert sorted(row.case_id for row in kept) == sorted(row.case_id for row in recorded[:2])
+
+
+def noisy(rule, seed: int):
+    """A judge as noisy as a real one: a rating moves one level with probability 0.3, a completion verdict flips
+    with probability 0.1, on every judgement afresh."""
+    import random
+    import threading
+
+    rng, lock = random.Random(seed), threading.Lock()
+    base = Script().scores
+
+    def judge(text: str) -> dict:
+        scores = {**base, **rule(text)}
+        with lock:
+            for name, high in (("personalization", 4), ("naturalness_assistant", 5), ("coherence_assistant", 5)):
+                if rng.random() < 0.3:
+                    scores[name] = min(high, max(1, scores[name] + rng.choice((-1, 1))))
+            if rng.random() < 0.1:
+                scores["task_completion"] = not scores["task_completion"]
+        return scores
+
+    return judge
+
+
+def test_a_noisy_judge_re_judging_the_same_bot_is_not_red_and_a_worse_bot_is(pr: Path):
+    baseline = str(pr / "cassettes" / "my-bot" / "results.jsonl.xz")
+    for seed in (1, 2, 3):
+        with FakeLLM(Script(terminate_after=1, judge_rule=noisy(judge_rule, seed))) as fake:
+            same = run(sys.executable, "-m", "pytest", "suites/", "--rejudge", "--record-mode", "all", "--baseline", baseline,
+                       "-p", "no:cacheprovider", cwd=pr, env=environment(fake))
+        assert same.returncode == 0, same.stdout[-3000:]
+        assert "personalens: verdict: REGRESSED" not in same.stdout
+    worse_bot(pr)
+    commit(pr, "a worse bot")
+    with FakeLLM(Script(terminate_after=1, judge_rule=noisy(judge_rule, 4))) as fake:
+        worse = gate(pr, fake=fake)
+    assert worse.returncode == 1 and "personalens: verdict: REGRESSED" in worse.stdout, worse.stdout[-3000:]

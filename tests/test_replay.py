@@ -212,7 +212,7 @@ def test_a_changed_bot_is_not_scored_offline_and_scored_live_from_where_it_chang
         "  not scored: user7-SD-Alarm-task-1: the dialogue failed (ReplyChangedError): your bot's reply at turn 1 "
         "differs from the recording: not scored (recorded 'Your usual alarm is set.', now 'Something else entirely.'); "
         f"score it with model credentials: {command}",
-        "personalens: verdict: FAILED (1 cases: 0 regression(s), 0 expected failure(s), 0 unexpected pass(es), "
+        "personalens: verdict: INCONCLUSIVE, fails the run (1 cases: 0 regression(s), 0 expected failure(s), 0 unexpected pass(es), "
         "0 not scored, 1 with a changed bot reply)",
         "personalens: FAILED 1 case(s) not scored: your bot's replies differ from the recording, and an offline replay "
         "calls no model (user7-SD-Alarm-task-1); score them live with model credentials and --record-mode "

@@ -4,6 +4,7 @@ server), and the report/compare/agreement commands."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -61,11 +62,11 @@ def test_summary_report_files_and_a_passing_gate(project):
         "TCR counts your bot's errors as failures; the user agent's, judge's and setup's errors (infra) are counted "
         "apart, never scored",
         "                     n bot err infra                TCR                  P               Nat.               Coh.",
-        "single-domain        4       0     0   1.00 [[]0.45-1.00]   3.00 [[]1.80-3.60]   4.00 [[]2.19-4.60]   4.00 [[]2.19-4.60]",
+        "single-domain        4       0     0   1.00 [[]0.45-1.00]   3.00 [[]1.58-4.00]   4.00 [[]1.87-5.00]   4.00 [[]1.87-5.00]",
         "per domain (single-domain scenarios)",
         "Alarm                4       0     0*",
         "aggregate gates:",
-        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]1.795, 3.602], n=4)",
+        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]1.577, 4.000], n=4)",
         "calls and tokens: user agent 8 calls, * prompt + * completion; assistant 8 calls, *; judge 24 calls, *",
         "personalens: JSON report -> */report.json",
         "personalens: JUnit XML report -> */junit.xml",
@@ -92,20 +93,22 @@ def test_a_gate_above_the_achieved_value_fails_the_run_with_its_reason(project):
     with FakeLLM(Script(terminate_after=1)) as fake:
         result = run(project, fake, *ALARM)
     result.assert_outcomes(passed=4, deselected=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    # four identical scores are no proof of 3.0: the interval of constant data keeps its width
+    # four identical scores are no proof either way: the interval of constant data keeps its width, and a gate it
+    # straddles is inconclusive - with how many more scenarios would likely decide it - not red
+    assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        "personalens: FAILED gate Personalization, single-domain, lower bound of the 95% CI: FAILED: 1.795 vs "
-        "threshold 3.5 (mean 3.000 [[]1.795, 3.602], n=4)",
+        "personalens: inconclusive: gate Personalization, single-domain, lower bound of the 95% CI: INCONCLUSIVE, not "
+        "passed: 1.577 vs threshold 3.5 (mean 3.000 [[]1.577, 4.000], n=4: not shown below it, nor at or above it; "
+        "about * more scenarios would likely decide it)",
     ])
     # no md case: not evaluated - not a pass, and not a failure unless the thresholds say so
     assert ("gate Task completion rate, multi-domain, mean: NOT EVALUATED, not passed (n=0 scenarios; a gate "
             "needs 1)") in result.stdout.str()
     junit = ET.parse(run_dir(project) / "junit.xml").getroot()
     (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
-    assert (checks.get("tests"), checks.get("failures"), checks.get("skipped")) == ("3", "1", "1")
-    failed = [case for case in checks if case.find("failure") is not None]
-    assert [case.get("name") for case in failed] == ["gate Personalization, single-domain, lower bound of the 95% CI"]
+    assert (checks.get("tests"), checks.get("failures"), checks.get("skipped")) == ("3", "0", "2")
+    skipped = [case.get("name") for case in checks if case.find("skipped") is not None]
+    assert "gate Personalization, single-domain, lower bound of the 95% CI" in skipped  # inconclusive: not a failure
 
 
 def test_bad_aggregate_gates_stop_the_run_with_one_line(project):
@@ -179,7 +182,7 @@ def test_a_baseline_gate_fails_on_a_significant_drop(project):
         "paired comparison on 13 shared scenarios*",
         "coverage: 13 of the base's 13 scored scenarios paired; only in base 0, only in candidate 0, errored in the "
         "candidate 0, errored in the base 0*",
-        "  all                      P      n=13    -2.000 [[]-2.247, -0.765] SIGNIFICANT DROP",
+        "  all                      P      n=13    -2.000 [[]*] SIGNIFICANT DROP*",
         "verdict: a significant drop beyond the margin",
         "personalens: FAILED baseline: a score dropped significantly beyond the margin*",
     ])
@@ -209,13 +212,13 @@ def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
                 "--thresholds", str(project.path / "thresholds.yaml")]) == 0
     out = capsys.readouterr().out
     assert "single-domain       13       0     0" in out and (tmp_path / "r.html").is_file()
-    assert (tmp_path / "j.xml").is_file() and "personalens: verdict: passed (13 cases: 0 regression(s)" in out
+    assert (tmp_path / "j.xml").is_file() and "(13 cases: 0 regression(s)" in out and "verdict: REGRESSED" not in out
 
     assert cli(["compare", str(first), str(first)]) == 0
     assert "verdict: no significant drop" in capsys.readouterr().out
     assert cli(["compare", str(first), str(second)]) == 1
-    assert "P      n=13    -2.000 [-2.247, -0.765] SIGNIFICANT DROP" in capsys.readouterr().out
-    assert cli(["compare", str(first), str(second), "--margin", "0.8"]) == 0
+    assert re.search(r"P      n=13    -2\.000 \[-2\.\d+, -1\.\d+\] SIGNIFICANT DROP", capsys.readouterr().out)
+    assert cli(["compare", str(first), str(second), "--margin", "2.5"]) == 0
     capsys.readouterr()
     (tmp_path / "bad.json").write_text("{not json")
     assert cli(["compare", str(tmp_path / "bad.json"), str(first)]) == 2

@@ -134,7 +134,8 @@ def test_mean_intervals_hold_their_coverage_at_small_n(metric, n):
     for _ in range(trials):
         e = mean_estimate(rng.choices(levels, weights, k=n), low=levels[0], high=levels[-1])
         hits += e.low <= truth <= e.high
-    assert 0.93 <= hits / trials <= 0.97
+    # at n = 10 the spread floor (one further scenario at the scale's far end) makes it a little conservative
+    assert 0.93 <= hits / trials <= (0.98 if n == 10 else 0.97)
 
 
 @settings(max_examples=40, deadline=None)
@@ -172,3 +173,21 @@ def test_groups_and_gates():
                                      f"(mean {summaries['overall'].estimates['personalization'].describe(3)}, n=4)")
     assert results[3].describe() == ("gate Personalization, multi-domain, lower bound of the 95% CI: NOT EVALUATED, "
                                      "not passed (n=1 scenarios; a gate needs 1)")
+
+
+def test_one_drop_in_two_float_spellings_gets_one_verdict():
+    """2.0 - 3.0 and 2.1 - 3.1 are the same drop: the interval is the same, never zero-width for one of them."""
+    plain = difference_estimate([3.0] * 10, [2.0] * 10, span=3)
+    spelled = difference_estimate([3.0] * 5 + [3.1] * 5, [2.0] * 5 + [2.1] * 5, span=3)  # -1 and -1.0000000000000004
+    assert (plain.low, plain.high) == pytest.approx((spelled.low, spelled.high), abs=1e-9)
+    assert plain.high - plain.low > 0.5
+
+
+def test_more_of_the_same_evidence_never_weakens_a_verdict():
+    """10 of 10 scenarios dropping one level is at least as significant as 9 of 10; more scenarios all at 2 never
+    move the interval's low end down."""
+    all_drop = difference_estimate([3] * 10, [2] * 10, span=3)
+    nine = difference_estimate([3] * 10, [2] * 9 + [3], span=3)
+    assert all_drop.high < 0 and nine.high < 0 and all_drop.high <= nine.high
+    lows = [mean_estimate([2] * n, low=1, high=4).low for n in (10, 12, 20, 40, 100)]
+    assert lows == sorted(lows)

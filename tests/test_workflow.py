@@ -279,7 +279,7 @@ def test_the_workflow_steps_gate_a_pull_request_in_a_repository_that_is_not_pyth
     done = run_steps(text, work, env, known)
     assert [d.returncode for d in done] == [0, 0], done[-1].stdout[-3000:] + done[-1].stderr[-3000:]
     assert {p.name for p in (work / "personalens-gate").iterdir()} >= {"report.html", "report.json", "junit.xml", "summary.md"}
-    assert "verdict: passed" in done[-1].stdout and (tmp_path / "summary.md").read_text().strip()
+    assert "personalens: verdict: " in done[-1].stdout and "verdict: REGRESSED" not in done[-1].stdout and (tmp_path / "summary.md").read_text().strip()
 
 
 def test_a_pull_request_whose_bot_says_something_else_is_red(upstream, venv, tmp_path):  # noqa: F811

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import fmean
 from typing import Optional, Sequence
 
 from pydantic import BaseModel, ValidationError
@@ -15,11 +16,12 @@ from ..errors import UsageError
 from ..files import write_atomically
 from ..gating.thresholds import CalibrationBars
 from ..scales import SHORT
+from .bars import check_bars
 from .dataset import CalibrationDialogue
 from .metrics import DimensionFigures, InjectionFigures, figures, injection
 from .runner import Answers
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 
 class Cost(BaseModel):
@@ -38,6 +40,8 @@ class CalibrationReport(BaseModel):
     dialogues: int
     repeats: int
     dimensions: dict[str, DimensionFigures]
+    #: the share of pairs of repeats judged alike, mean over dimensions (in version 1 reports: the least share
+    #: of dialogues whose repeats all agreed); None without repeats
     self_consistency: Optional[float]
     injection: dict[str, InjectionFigures]
     cost: Cost
@@ -52,10 +56,10 @@ class CalibrationReport(BaseModel):
     def summary_line(self) -> str:
         p, tc = self.dimensions.get("personalization"), self.dimensions.get("task_completion")
         parts = []
+        if tc is not None and tc.kappa is not None:
+            parts.append(f"TCR kappa {_interval(tc.kappa, tc.agreement_low, tc.agreement_high)}")
         if p is not None and p.qwk is not None:
-            parts.append(f"P QWK {p.qwk:.2f}")
-        if tc is not None and tc.accuracy is not None:
-            parts.append(f"TCR accuracy {tc.accuracy:.2f}")
+            parts.append(f"P QWK {_interval(p.qwk, p.agreement_low, p.agreement_high)}")
         if self.self_consistency is not None:
             parts.append(f"consistency {self.self_consistency:.2f}")
         gains = [f.mean_gain for f in self.injection.values() if f.mean_gain is not None]
@@ -64,6 +68,10 @@ class CalibrationReport(BaseModel):
         verdict = "passed" if self.passed else f"FAILED ({len(self.failures)} bar(s) missed)"
         return (f"{verdict} for {self.judge_model} on {self.dialogues} dialogues ({', '.join(parts)}), "
                 f"{self.created_at[:10]}")
+
+
+def _interval(value: float, low: float | None, high: float | None) -> str:
+    return f"{value:.2f}" if low is None or high is None else f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def build_calibration(dialogues: Sequence[CalibrationDialogue], answers: Answers, bars: CalibrationBars, *,
@@ -78,14 +86,14 @@ def build_calibration(dialogues: Sequence[CalibrationDialogue], answers: Answers
         if injected:
             gains[dimension] = injection(dimension, [(answers.clean.get((d.id, dimension)) or [None])[0] for d in injected],
                                          [answers.injected[(d.id, dimension)] for d in injected])
-    consistency = [f.consistency for f in dims.values() if f.consistency is not None]
+    consistency = [f.repeat_agreement for f in dims.values() if f.repeat_agreement is not None]
     records = [r for log in answers.logs for r in log.records]
     cost = Cost(calls=len(records), prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
                 completion_tokens=sum(r.completion_tokens or 0 for r in records), seconds=answers.seconds)
     report = CalibrationReport(
         judge_model=judge_model, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         calibration_set=set_name, set_sha256=set_sha256, dialogues=len(dialogues), repeats=repeats, dimensions=dims,
-        self_consistency=min(consistency) if consistency else None, injection=gains, cost=cost,
+        self_consistency=fmean(consistency) if consistency else None, injection=gains, cost=cost,
         call_errors=answers.errors[:20], bars=bars, failures=[],
     )
     report.failures = missed_bars(report)
@@ -100,37 +108,8 @@ def _dimensions(dialogues: Sequence[CalibrationDialogue]) -> list[str]:
 
 
 def missed_bars(report: CalibrationReport) -> list[str]:
-    """One line per bar the judge missed (a figure it could not produce misses its bar)."""
-    bars, dims, missed = report.bars, report.dimensions, []
-
-    def need(dimension: str, figure: str, bar: float) -> None:
-        found = dims.get(dimension)
-        if found is None:
-            return
-        value = getattr(found, figure)
-        if value is None or value < bar:
-            shown = "n/a" if value is None else f"{value:.3f}"
-            missed.append(f"{dimension} {figure} {shown} < {bar:g}")
-
-    need("task_completion", "accuracy", bars.task_completion_accuracy)
-    need("personalization", "qwk", bars.personalization_qwk)
-    need("personalization", "spearman", bars.personalization_spearman)
-    need("naturalness_assistant", "spearman", bars.naturalness_spearman)
-    need("coherence_assistant", "spearman", bars.coherence_spearman)
-    asked = sum(f.answered + f.errors for f in dims.values())
-    answered = sum(f.answered for f in dims.values())
-    if asked and answered / asked < bars.min_answered:
-        missed.append(f"answered {answered}/{asked} = {answered / asked:.3f} < {bars.min_answered:g} (the rest could not "
-                      "be read as scores)")
-    if report.call_errors:
-        missed.append(f"{len(report.call_errors)} judgement(s) failed outright (first: {report.call_errors[0]})")
-    if report.self_consistency is not None and report.self_consistency < bars.self_consistency:
-        missed.append(f"self-consistency {report.self_consistency:.3f} < {bars.self_consistency:g}")
-    for dimension, gain in report.injection.items():
-        if gain.mean_gain is not None and gain.mean_gain > bars.max_injection_gain:
-            missed.append(f"{dimension} injection gain {gain.mean_gain:+.3f} > {bars.max_injection_gain:g} (judge-addressed "
-                          "text raises its scores)")
-    return missed
+    """One line per bar the judge missed (a figure it could not produce misses its bar): see :mod:`.bars`."""
+    return [check.line for check in check_bars(report) if not check.passed]
 
 
 def format_calibration(report: CalibrationReport) -> list[str]:
@@ -140,12 +119,16 @@ def format_calibration(report: CalibrationReport) -> list[str]:
     lines = [f"judge calibration: {report.judge_model} on {report.dialogues} dialogues of {report.calibration_set} "
              f"(x{report.repeats})",
              f"{'dimension':24} {'n':>4} {'errors':>6} {'accuracy':>8} {'within1':>7} {'kappa':>6} {'QWK':>6} "
-             f"{'rho':>6} {'consist':>7} {'inj.gain':>8}"]
+             f"{'95% interval':>16} {'rho':>6} {'alike':>6} {'inj.gain':>8}"]
     for name, d in report.dimensions.items():
         gain = report.injection.get(name)
+        interval = "-" if d.agreement_low is None else f"[{d.agreement_low:.3f}, {d.agreement_high:.3f}]"
         lines.append(f"{name:24} {d.n:>4} {d.errors:>6} {f(d.accuracy):>8} {f(d.within_one):>7} {f(d.kappa):>6} "
-                     f"{f(d.qwk):>6} {f(d.spearman):>6} {f(d.consistency):>7} "
+                     f"{f(d.qwk):>6} {interval:>16} {f(d.spearman):>6} {f(d.repeat_agreement):>6} "
                      f"{f(gain.mean_gain if gain else None, sign=True):>8}")
+    if report.self_consistency is not None:
+        lines.append(f"self-consistency: {report.self_consistency:.3f} of pairs of repeats judged alike (mean over "
+                     "dimensions)")
     c = report.cost
     lines.append(f"cost: {c.calls} calls, {c.prompt_tokens:,} prompt + {c.completion_tokens:,} completion tokens, "
                  f"{c.seconds:.0f} s")

@@ -39,9 +39,16 @@ def repository(path: Path) -> Path:
 
 @dataclass(frozen=True)
 class Base:
+    #: the trusted commit: ``--base``, else the target branch's tip
     sha: str
     #: how it was found, for the header: "--base v1.2" or "merge base of HEAD and origin/main"
     how: str
+    #: what the checkout's changes are counted against (the merge base; ``sha`` when given with --base)
+    fork_point: str = ""
+
+    @property
+    def changes_from(self) -> str:
+        return self.fork_point or self.sha
 
 
 def _is_commit(repo: Path, ref: str) -> bool:
@@ -61,31 +68,55 @@ def resolve_base(repo: Path, base: str | None, target: str | None) -> Base:
                             "needs fetch-depth: 0)")
         return Base(git(repo, "rev-parse", f"{base}^{{commit}}").strip(), f"--base {base}")
     branch = target or os.environ.get("GITHUB_BASE_REF") or "main"
-    for ref in (f"origin/{branch}", branch):
+    # fully qualified: a tag named "origin/main" must not stand in for the branch
+    for ref, shown in ((f"refs/remotes/origin/{branch}", f"origin/{branch}"), (f"refs/heads/{branch}", branch)):
         if not branch.startswith("-") and _is_commit(repo, ref):
             try:
-                sha = git(repo, "merge-base", "HEAD", ref).strip()
+                merge_base = git(repo, "merge-base", "HEAD", ref).strip()
             except GateError:
-                raise GateError(f"--target {branch}: HEAD and {ref} share no commit here (a shallow checkout? "
+                raise GateError(f"--target {branch}: HEAD and {shown} share no commit here (a shallow checkout? "
                                 "actions/checkout needs fetch-depth: 0)") from None
-            return Base(sha, f"merge base of HEAD and {ref}")
+            tip = git(repo, "rev-parse", f"{ref}^{{commit}}").strip()
+            if tip == merge_base:
+                return Base(tip, f"merge base of HEAD and {shown}", merge_base)
+            # a branch behind its target gets the target's rules of today, not those of the day it branched
+            return Base(tip, f"the tip of {shown}; this checkout branched from it at {merge_base[:12]}", merge_base)
     raise GateError(f"--target {branch}: neither origin/{branch} nor {branch} is known here (fetch it: "
                     "actions/checkout with fetch-depth: 0, or git fetch origin; or name the commit with --base)")
 
 
 def export_tree(repo: Path, sha: str, dest: Path) -> None:
-    """The commit's files (as committed: not the working tree) into ``dest``."""
+    """The commit's files into ``dest`` byte for byte as committed: blobs read raw (``git cat-file``), so no
+    ``.gitattributes`` (export-ignore, export-subst, eol, filters) changes what the gate reads; submodules left out."""
+    entries = []
+    for record in git(repo, "ls-tree", "-r", "-z", "--full-tree", sha).split("\0"):
+        if record:
+            meta, path = record.split("\t", 1)
+            mode, kind, blob = meta.split()
+            if kind == "blob" and ".." not in path.split("/") and not path.startswith("/"):
+                entries.append((mode, blob, path))
     dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.Popen(["git", "archive", "--format=tar", sha], cwd=repo, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    untar = subprocess.run(["tar", "-x", "-f", "-", "-C", str(dest)], stdin=archive.stdout, capture_output=True,
-                           timeout=GIT_TIMEOUT_S, check=False)
-    assert archive.stdout is not None
-    archive.stdout.close()
-    archived = archive.wait(timeout=GIT_TIMEOUT_S)
-    if archived != 0 or untar.returncode != 0:
-        said = (archive.stderr.read() if archive.stderr else b"") + untar.stderr
-        raise GateError(f"copying commit {sha[:12]}'s files failed: {said.decode('utf-8', 'replace').strip()[-300:]}")
+    with subprocess.Popen(["git", "cat-file", "--batch"], cwd=repo, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as batch:
+        assert batch.stdin is not None and batch.stdout is not None
+        for mode, blob, path in entries:
+            batch.stdin.write(blob.encode() + b"\n")
+            batch.stdin.flush()
+            size = int(batch.stdout.readline().split()[2])
+            data = batch.stdout.read(size)
+            batch.stdout.read(1)
+            _place(dest / path, mode, data)
+        batch.stdin.close()
+
+
+def _place(target: Path, mode: str, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if mode == "120000":
+        target.symlink_to(data.decode("utf-8", "surrogateescape"))
+        return
+    target.write_bytes(data)
+    if mode == "100755":
+        target.chmod(0o755)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,18 @@ the repository since the gate's base - a recording made against other files woul
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
-from ..errors import GateError
-from ..replay.store import assistant_folder
+from ..errors import GateError, PersonalensError
+from ..files import BoundedReadError, read_xz
+from ..replay.store import MAX_CASSETTE_BYTES, assistant_folder
+from ..results.recorded import RESULTS_NAME
+from ..settings import resolve_settings
 from .git import git
 from .run import MANIFEST
 
@@ -42,27 +47,36 @@ def promote(gate_dir: Path, repo: Path) -> list[str]:
     except GateError:
         raise GateError(f"the gate's base {base[:12]} is not in this branch's history: promote on the branch the "
                         "pull request was merged into") from None
+    configured = _cassette_dir(repo)
+    if str(manifest["cassette_dir"]).rstrip("/") != configured:
+        raise GateError(f"{gate_dir / MANIFEST}: cassette_dir {manifest['cassette_dir']!r} is not this repository's "
+                        f"cassette folder ({configured!r}): a gate folder is untrusted input; run the gate again")
     folder = assistant_folder(str(manifest["assistant"]))
     source = gate_dir / "cassettes" / folder
     relative = f"{str(manifest['cassette_dir']).rstrip('/')}/{folder}"
     if relative.startswith("/") or ".." in relative.split("/"):
         raise GateError(f"{gate_dir / MANIFEST}: cassette_dir {manifest['cassette_dir']!r} is not inside the repository")
     at_base = _base_blobs(repo, base, relative)
-    written = []
-    for path in sorted(p for p in source.rglob("*") if p.is_file() and not p.is_symlink()):
+    chosen = []  # every file checked before any is written: all of them, or none
+    for path in sorted(source.rglob("*")):
         name = f"{relative}/{path.relative_to(source).as_posix()}"
+        if path.is_dir() and not path.is_symlink():
+            continue
+        if path.is_symlink() or not path.is_file() or path.parent != source:
+            raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
+        _check_recorded(path, name)
         target = repo / name
-        new = path.read_bytes()
         now = target.read_bytes() if target.is_file() else None
-        if now == new:
+        if now == path.read_bytes():
             continue
         if (_blob(now) if now is not None else None) != at_base.get(name):
             raise GateError(f"{name}: changed on this branch since the gate's base {base[:12]}: run the gate "
                             "again on the pull request, then promote that run")
+        chosen.append((path, target, name))
+    for path, target, _ in chosen:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-        written.append(name)
-    return written
+    return [name for *_, name in chosen]
 
 
 def _base_blobs(repo: Path, base: str, folder: str) -> dict[str, str]:
@@ -73,3 +87,27 @@ def _base_blobs(repo: Path, base: str, folder: str) -> dict[str, str]:
             meta, name = entry.split("\t", 1)
             blobs[name] = meta.split()[2]
     return blobs
+
+
+def _cassette_dir(repo: Path) -> str:
+    """The repository's cassette folder as its config names it (relative to the repository)."""
+    try:
+        settings = resolve_settings({}, repo, os.environ)
+    except PersonalensError as exc:
+        raise GateError(f"the repository's settings: {exc}") from None
+    with contextlib.suppress(ValueError):
+        return settings.cassette_dir.resolve().relative_to(repo.resolve()).as_posix()
+    raise GateError(f"the cassette folder {settings.cassette_dir} is outside the repository: nothing to promote into")
+
+
+def _check_recorded(path: Path, name: str) -> None:
+    """Only a recording's own files, each one that reads back: cassettes (``*.json.xz``) and the recorded results."""
+    if not (path.name.endswith(".json.xz") or path.name == RESULTS_NAME):
+        raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
+    try:
+        data = read_xz(path, MAX_CASSETTE_BYTES)
+        for line in (bytes(data).splitlines() if path.name == RESULTS_NAME else [bytes(data)]):
+            if line.strip():
+                json.loads(line)
+    except (BoundedReadError, OSError, ValueError) as exc:
+        raise GateError(f"{name}: does not read back ({exc}): nothing promoted") from None

@@ -57,7 +57,8 @@ class GateOptions:
 def check_args(args: Sequence[str]) -> None:
     for arg in args:
         name = arg.split("=", 1)[0]
-        if name in OWNED or (name.startswith("-p") and name != "-p" and len(name) > 2 and not name.startswith("--")):
+        short = name[:2] if not name.startswith("--") else name  # -c/x, -pfoo: pytest reads attached values too
+        if name in OWNED or short in ("-c", "-p", "-o") or name == "--override-ini":
             raise GateError(f"{name}: the gate sets it (the base's files, the run's folder); leave it out of the "
                             "options after --")
 
@@ -94,14 +95,14 @@ def prepare_out(out: Path) -> None:
     (out / MANIFEST).write_text('{"finished": false}\n', encoding="utf-8")  # a gate's folder from now on
 
 
-def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path) -> list[str]:
+def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path, scratch: Path) -> list[str]:
     out = options.out.resolve()
     command = [sys.executable, "-m", "pytest", *options.suites]
     if importlib.util.find_spec("xdist") is not None:  # before ours, which imports it
         command += ["-p", "xdist.plugin"]
     command += ["-p", "personalens_testkit.plugin", "-p", "no:cacheprovider", "-c", str(pytest_config(tree)), "--rootdir", str(tree),
                 "--confcutdir", str(tree), "--record-mode", options.record_mode, "--cassette-dir", str(work),
-                "--results-dir", str(out / "runs"), "--bot-root", str(options.repo), "--isolate-bot",
+                "--results-dir", str(scratch / "runs"), "--bot-root", str(options.repo), "--isolate-bot",
                 "--json-report", str(out / "report.json"), "--html-report", str(out / "report.html"),
                 "--junit-report", str(out / "junit.xml")]
     if any(setting.name == "summary_md" for setting in SETTINGS):
@@ -120,6 +121,7 @@ def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work
 def _environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin that a package of the pull request brings
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ written into the trusted tree (read-only stops no root)
     return env
 
 
@@ -146,7 +148,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
                   f"the bot {settings.assistant!r} from {options.repo}")
     trusted = trusted_paths(settings, tree, options.suites)
     out_name = _inside(options.out, options.repo)
-    found = [c for c in changes(options.repo, options.base.sha) if not (out_name and c.path.startswith(out_name + "/"))]
+    found = [c for c in changes(options.repo, options.base.changes_from) if not (out_name and c.path.startswith(out_name + "/"))]
     changed = lines(untrusted_changes(found, trusted, repo=options.repo, base_tree=tree))
     for line in changed:
         _say(options, line)
@@ -157,7 +159,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         shutil.copytree(settings.cassette_dir, work, symlinks=True)  # recorded into: a copy
     else:
         work.mkdir()
-    command = pytest_command(options, settings, tree, work)
+    command = pytest_command(options, settings, tree, work, scratch)
     set_writable(tree, False)
     before = digest(tree)
     with StartedBot(options.start, cwd=options.repo, log=options.out / "bot.log", health_url=options.health_url,
@@ -166,7 +168,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
     if digest(tree) != before:
         raise GateError("the base's files changed while the run read them (something wrote into the trusted "
                         "tree): this run's verdict does not count")
-    _keep(options, settings, work, changed)
+    _keep(options, settings, scratch, work, changed)
     return _exit_status(options, status)
 
 
@@ -176,11 +178,21 @@ def _inside(path: Path, root: Path) -> str | None:
     return None
 
 
-def _keep(options: GateOptions, settings: RunSettings, work: Path, changed: list[str]) -> None:
+def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path, changed: list[str]) -> None:
     """The recording (to promote on main) and the manifest in the gate's folder; the changed-file lines in the
     job summary, after the verdict."""
-    if options.record_mode != "none":
-        shutil.copytree(work, options.out / "cassettes", symlinks=True)
+    for source, name in ((scratch / "runs", "runs"), (work, "cassettes")):
+        if name == "cassettes" and options.record_mode == "none":
+            continue
+        target = options.out / name
+        try:
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            shutil.rmtree(target, ignore_errors=True)
+            if source.is_dir():
+                shutil.copytree(source, target, symlinks=True)
+        except OSError as exc:
+            raise GateError(f"--out {options.out}: keeping the run's {name} failed ({exc})") from None
     cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
     manifest = {"finished": True, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
                 "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said}

@@ -9,8 +9,8 @@ import stat
 from pathlib import Path
 
 #: pytest's own config files, in the order pytest looks for them, and the table that makes each one count
-PYTEST_CONFIGS = (("pytest.ini", None), (".pytest.ini", None), ("pyproject.toml", "[tool.pytest.ini_options]"),
-                  ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
+PYTEST_CONFIGS = (("pytest.toml", None), (".pytest.toml", None), ("pytest.ini", None), (".pytest.ini", None),
+                  ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
 #: the config file a gate writes when the base has none: pytest then looks no further up
 EMPTY_CONFIG = ".personalens-gate.ini"
 

@@ -19,8 +19,13 @@ from typing import Any, Iterable
 from ..settings import RunSettings
 from .git import Change
 
-#: files pytest or the testkit read by name, wherever the gate runs
-NAMED = ("personalens.toml", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+#: files pytest, git or the testkit read by name, wherever the gate runs (.gitattributes: how a commit's files read)
+NAMED = ("personalens.toml", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+         "pyproject.toml", ".gitattributes")
+#: of these, the ones that count only for a table they hold, and which (pyproject.toml: parsed, see PYPROJECT_TABLES)
+SECTIONS = {"tox.ini": "[pytest]", "setup.cfg": "[tool:pytest]"}
+#: the largest config file read to compare its tables (a bigger one, or one that is not a plain file, counts as changed)
+MAX_READ = 1 << 20
 #: of pyproject.toml, only these tables decide anything (the rest may be the bot's own packaging)
 PYPROJECT_TABLES = (("tool", "personalens"), ("tool", "pytest"))
 #: the most lines about changed files (a pull request that re-records 4,000 cassettes gets a count)
@@ -62,9 +67,9 @@ def trusted_paths(settings: RunSettings, root: Path, suites: Iterable[str]) -> T
 
 
 def _tables(text: str | None) -> Any:
-    """pyproject.toml's tables that decide anything (None: no such file; a string: it does not parse)."""
+    """pyproject.toml's tables that decide anything (no file: none of them; a string: it does not parse)."""
     if text is None:
-        return None
+        return [None] * len(PYPROJECT_TABLES)
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -73,10 +78,38 @@ def _tables(text: str | None) -> Any:
 
 
 def _read(path: Path) -> str | None:
+    """A config file's text; None when there is none. A link, a special file or a file too large: a text that
+    compares unequal to anything (never read: /dev/zero is not a config file)."""
     try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_READ:
+            return f"\0not a plain config file: {path}" if path.exists() or path.is_symlink() else None
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"\0unreadable: {exc}"
+
+
+def _section(text: str | None, header: str) -> str | None:
+    """The lines of one ini section (None: the file has no such section)."""
+    if text is None or header not in text:
         return None
+    found, keep = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("["):
+            keep = line.strip() == header
+            continue
+        if keep:
+            found.append(line)
+    return "\n".join(found) if keep or found else ""
+
+
+def _counts(path: str, repo: Path, base_tree: Path) -> bool:
+    """Whether a change to this config file changes anything the gate reads from it."""
+    ours, theirs = _read(repo / path), _read(base_tree / path)
+    if path == "pyproject.toml":
+        return _tables(ours) != _tables(theirs)
+    if path in SECTIONS:
+        return _section(ours, SECTIONS[path]) != _section(theirs, SECTIONS[path])
+    return True
 
 
 def untrusted_changes(changes: Iterable[Change], trusted: TrustedPaths, *, repo: Path, base_tree: Path) -> list[Change]:
@@ -86,7 +119,7 @@ def untrusted_changes(changes: Iterable[Change], trusted: TrustedPaths, *, repo:
     for change in changes:
         if not trusted.covers(change.path):
             continue
-        if change.path == "pyproject.toml" and _tables(_read(repo / change.path)) == _tables(_read(base_tree / change.path)):
+        if (change.path == "pyproject.toml" or change.path in SECTIONS) and not _counts(change.path, repo, base_tree):
             continue  # the bot's packaging changed, not the testkit's or pytest's tables
         found.append(change)
     return found

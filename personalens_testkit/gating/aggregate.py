@@ -14,13 +14,13 @@ Every figure is a function of the set of rows, never of their order.
 from __future__ import annotations
 
 from statistics import fmean
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRIC_BY_NAME, METRICS, SHORT, TASK_COMPLETION, Metric
-from .intervals import mean_estimate, rate_estimate
+from .intervals import mean_estimate, p_below, rate_estimate
 from .stats import Estimate
 from .thresholds import Gate
 
@@ -91,6 +91,8 @@ class GroupSummary(BaseModel):
     assistant_errors: int = 0
     infrastructure_errors: int = 0
     metrics: dict[str, Estimate]
+    #: the scenario values each estimate was made from (for the gates' tests; not written to reports)
+    values: dict[str, tuple[float, ...]] = Field(default_factory=dict, exclude=True, repr=False)
 
     @property
     def name(self) -> str:
@@ -109,9 +111,11 @@ def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95) -> dict[st
     for name, members in group_rows(rows).items():
         errors = [r for r in members if r.status == "error"]
         bot = sum(1 for r in errors if is_assistant_error(r))
-        estimates = {m.name: estimate(m, scenario_values(members, m.name).values(), confidence) for m in METRICS}
+        values = {m.name: tuple(scenario_values(members, m.name).values()) for m in METRICS}
+        estimates = {m.name: estimate(m, values[m.name], confidence) for m in METRICS}
         summaries[name] = GroupSummary(group=name, scored=sum(1 for r in members if r.scored), errors=len(errors),
-                                       assistant_errors=bot, infrastructure_errors=len(errors) - bot, metrics=estimates)
+                                       assistant_errors=bot, infrastructure_errors=len(errors) - bot, metrics=estimates,
+                                       values=values)
     return summaries
 
 
@@ -123,15 +127,22 @@ class GateResult(BaseModel):
     on: str
     threshold: float
     estimate: Estimate
-    #: None: not evaluated (too few scenarios for the gate to say anything) - and so not passed
+    #: True: shown at or above the threshold; False: shown below it (the run's decision, over every gated test);
+    #: None: neither - not evaluated (too few scenarios), or undecided at this n - and so not passed
     passed: Optional[bool]
     #: the fewest scenarios a gate is evaluated on
     min_n: int = 1
+    #: the one-sided p-value of "at or above the threshold" (None: not evaluated)
+    p_below: Optional[float] = None
+    #: red / green / undecided / not evaluated (see gating/decision.py); "" before the run's decision
+    decision: str = ""
+    #: for an undecided gate: what would likely decide it
+    undecided: str = ""
 
     def __init__(self, metric: str, scope: str, on: str, threshold: float, estimate: Estimate,
-                 passed: bool | None, min_n: int = 1, **_: object) -> None:
+                 passed: bool | None, min_n: int = 1, **extra: Any) -> None:
         super().__init__(metric=metric, scope=scope, on=on, threshold=threshold, estimate=estimate, passed=passed,
-                         min_n=min_n)
+                         min_n=min_n, **{k: v for k, v in extra.items() if k in ("p_below", "decision", "undecided")})
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -147,6 +158,10 @@ class GateResult(BaseModel):
         return f"gate {title}, {where}, {what}"
 
     def describe(self) -> str:
+        if self.decision == "undecided":
+            return (f"{self.title}: INCONCLUSIVE, not passed: {self.value:.3f} vs threshold {self.threshold:g} (mean "
+                    f"{self.estimate.describe(3)}, n={self.estimate.n}: not shown below it, nor at or above it; "
+                    f"{self.undecided})")
         if self.passed is None:
             return (f"{self.title}: NOT EVALUATED, not passed (n={self.estimate.n} scenarios; a gate needs "
                     f"{self.min_n})")
@@ -168,6 +183,16 @@ def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary],
             summary = summaries.get(name)
             estimate = summary.estimates[gate.metric] if summary else Estimate(0, None, None, None)
             value = estimate.bound(gate.statistic)
-            passed = None if value is None or estimate.n < min_n else value >= gate.min
-            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed, min_n))
+            evaluated = value is not None and estimate.n >= min_n
+            p = _p_below(gate, summary, min_n) if evaluated and summary is not None else None
+            passed = (value >= gate.min) if evaluated else None  # provisional: the run's decision settles it
+            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed, min_n, p_below=p))
     return results
+
+
+def _p_below(gate: Gate, summary: GroupSummary, min_n: int) -> float | None:
+    metric = METRIC_BY_NAME[gate.metric]
+    values = list(summary.values.get(gate.metric, ())) if summary.values else []
+    if len(values) < max(2, min_n):
+        return None
+    return p_below(values, gate.min, low=float(metric.low), high=float(metric.high), rate=metric.kind == "bool")

@@ -17,7 +17,8 @@ from ..errors import UsageError
 from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRIC_BY_NAME
 from .aggregate import scenario_values
-from .intervals import difference_estimate
+from .decision import Test, decide, detectable
+from .intervals import mean_estimate, p_below, spread_of
 from .stats import Estimate
 
 #: Groups whose significant drop fails a comparison by default (domains are reported only).
@@ -29,10 +30,19 @@ class Difference(BaseModel):
     metric: str
     n: int
     difference: Estimate
+    #: shown below ``-margin`` (the decision over every gated test: Holm's procedure, gating/decision.py)
     significant_drop: bool
     gated: bool
     #: False: too few paired scenarios to say anything (not a pass either)
     evaluated: bool = True
+    #: the one-sided p-value of "no drop beyond the margin" (None: not evaluated)
+    p_below: Optional[float] = None
+    #: red / green (shown within the margin) / undecided / not evaluated
+    decision: str = "not evaluated"
+    #: the smallest true drop this comparison finds with 80 % power (from the spread of the paired differences)
+    detectable_drop: Optional[float] = None
+    #: for an undecided difference: what would likely decide it
+    undecided: str = ""
 
 
 class Coverage(BaseModel):
@@ -107,6 +117,7 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
         for group, ids in _groups(shared, info).items():
             results.append(_difference(group, metric, ids, a, b, margin=margin, confidence=confidence, min_n=min_n,
                                        gated=group in GATED_GROUPS or (gate_domains and group.startswith("domain:"))))
+    decide_differences(results, confidence, margin)
     failure = None
     if coverage.base and coverage.missing / coverage.base > max_missing:
         failure = (f"the candidate leaves {coverage.missing} of the base's {coverage.base} scored scenarios unscored "
@@ -133,8 +144,41 @@ def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b:
                 confidence: float, min_n: int, gated: bool) -> Difference:
     scale = METRIC_BY_NAME[metric]
     span = 1.0 if scale.kind == "bool" else float(scale.high - scale.low)
-    diff = difference_estimate([a[s] for s in ids], [b[s] for s in ids], span=span, confidence=confidence)
+    differences = [round(b[s] - a[s], 9) for s in ids]  # one value, whatever float spelling it was stored in
+    diff = mean_estimate(differences, low=-span, high=span, confidence=confidence)
     evaluated = len(ids) >= min_n and diff.high is not None
-    drop = evaluated and diff.high < -margin
-    return Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=drop, gated=gated,
-                      evaluated=evaluated)
+    p = p_below(differences, -margin, low=-span, high=span) if evaluated else None
+    sd = spread_of(sorted(differences), diff.mean, -span, span) if evaluated and diff.mean is not None else None
+    alpha = (1.0 - confidence) / max(1, len(HEADLINE) * len(GATED_GROUPS))  # Holm's first, strictest step
+    return Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=False, gated=gated,
+                      evaluated=evaluated, p_below=p,
+                      detectable_drop=detectable(sd, len(ids), alpha=alpha, margin=margin))
+
+
+def as_test(result: Difference, margin: float) -> Test:
+    d = result.difference
+    half = None
+    if d.high is not None and d.low is not None and d.mean is not None:  # the reach on the bar's side of the mean
+        half = d.mean - d.low if d.mean >= -margin else d.high - d.mean
+    # with a non-inferiority margin a difference passes only when shown above -margin; with none, unless shown below 0
+    shown = d.low is not None and d.low >= -margin if margin > 0 else True
+    return Test(name=f"{result.group} {result.metric}", p_below=result.p_below if result.gated else None,
+                shown_above=shown, n=result.n, half_width=half,
+                distance=None if d.mean is None else d.mean + margin)
+
+
+def apply_decision(result: Difference, test: Test, margin: float) -> None:
+    result.decision = test.decision if result.gated else ("not evaluated" if not result.evaluated else "reported")
+    high = result.difference.high
+    # a reported (ungated) difference is described by its own interval; a gated one by the run's decision
+    result.significant_drop = test.decision == "red" if result.gated else (
+        result.evaluated and high is not None and high < -margin)
+    result.undecided = test.undecided_text() if test.decision == "undecided" else ""
+
+
+def decide_differences(results: list[Difference], confidence: float, margin: float) -> None:
+    """The comparison's own decision (the `compare` command): Holm over its gated differences."""
+    tests = [as_test(r, margin) for r in results]
+    decide(tests, confidence)
+    for result, test in zip(results, tests):
+        apply_decision(result, test, margin)

@@ -35,7 +35,8 @@ from .aggregate import REPLY_CHANGED, is_assistant_error
 
 FILE_NAME = "expectations.yaml"
 ERROR = "error"
-CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed"]
+CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed",
+                      "unconfirmed"]
 
 
 def location(configured: Path | None, cassette_dir: Path, assistant: str) -> Path:
@@ -142,10 +143,14 @@ def update_expectations(path: Path, rows: list[ResultRow]) -> tuple[Expectations
 
 
 def case_verdict(expectation: Expectation, missed: Iterable[str], error_source: str | None = None,
-                 error_kind: str | None = None) -> CaseVerdict:
+                 error_kind: str | None = None, *, judged_live: bool = False) -> CaseVerdict:
     """A case against its expectation: ``missed`` are the floors it is below; ``error_source`` is set when
     it has no score (``assistant``: the bot's failure; anything else: infrastructure); an ``error_kind`` of
-    :data:`~.aggregate.REPLY_CHANGED` is a bot that answered differently in an offline replay."""
+    :data:`~.aggregate.REPLY_CHANGED` is a bot that answered differently in an offline replay.
+
+    ``judged_live``: its scores came from a judge called now, not replayed - one noisy judgement. A new floor miss
+    there is ``unconfirmed``: evidence, not a regression (the run's decision over its gates and the baseline says
+    whether the bot got worse). A bot's error is never noise, and never covered by ``flaky`` either."""
     if error_kind == REPLY_CHANGED:
         return "reply changed"
     if error_source is not None and error_source != "assistant":
@@ -153,9 +158,10 @@ def case_verdict(expectation: Expectation, missed: Iterable[str], error_source: 
     reasons = {ERROR} if error_source == "assistant" else set(missed)
     if not reasons:
         return "unexpected pass" if expectation.outcome == "fail" else "pass"
-    if expectation.outcome == "flaky" or (expectation.outcome == "fail" and reasons <= set(expectation.reasons)):
+    known = expectation.outcome == "fail" and reasons <= set(expectation.reasons)
+    if known or (expectation.outcome == "flaky" and ERROR not in reasons):
         return "expected failure"
-    return "regression"
+    return "unconfirmed" if judged_live and ERROR not in reasons else "regression"
 
 
 def row_verdict(row: ResultRow, expectations: Expectations | None) -> CaseVerdict:

@@ -7,12 +7,17 @@
   95.4 % at 100, never below 92.8 % (exact sums in tests/test_stats.py). The percentile bootstrap
   it replaces covered 89 % at n = 10. (Wilson's averages are as good, but it dips to 89.9 %.)
 - A **mean** on a rated scale gets the Student-t interval (simulated coverage 94-96 % at n = 10, 25
-  and 100 on the paper's score distributions). When every value is the same (a sample with no
-  spread of its own) the share of scenarios that could still score elsewhere, unseen in n draws,
-  is at most 1 - (alpha/2)^(1/n) (Clopper-Pearson for zero events: 26 % at n = 12, 3.6 % at 100),
-  and the interval reaches that share of the way to each end of the scale: never of zero width,
-  so a gate sitting on constant data is not passed on no evidence.
+  and 100 on the paper's score distributions), on a spread of at least the one a single further
+  scenario at the far end of the scale would give, ``D / sqrt(n + 1)`` (``D``: the mean's larger
+  distance to an end of the scale). So a sample with little or no spread of its own (every scenario
+  alike, or two float spellings of one value) still leaves doubt that shrinks with n, and the
+  interval is monotone: more scenarios, or more of them dropping, never make a verdict weaker. (It
+  replaces a rule for constant data alone, under which 10 scenarios all dropping one level were
+  not significant while 9 of 10 were.)
 - A **difference** of paired means (a baseline comparison) is a mean on the range of differences.
+- A **test** against a bar (:func:`p_below`) is the same interval's one-sided p-value: how likely a
+  value this low is if the truth sits on the bar. The run's decision (gating/decision.py) takes these
+  p-values together, so the family of everything that gates holds its error rate.
 
 Nothing is random and the values are sorted first: the same values in any order give the same
 interval. The unit is whatever the caller passes - the testkit passes one value per scenario (the
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from statistics import NormalDist, fmean, stdev
+from statistics import NormalDist, stdev
 from typing import Sequence
 
 from .stats import Estimate
@@ -104,14 +109,39 @@ def mean_estimate(values: Sequence[float], *, low: float, high: float, confidenc
     mean = math.fsum(data) / n
     if n < 2:
         return Estimate(n, mean, None, None, confidence)
-    spread = stdev(data, fmean(data))
-    if spread > 0:
-        half = t_quantile(0.5 + confidence / 2.0, n - 1) * spread / math.sqrt(n)
-        return Estimate(n, mean, max(low, mean - half), min(high, mean + half), confidence)
-    # no spread seen: as many scenarios could still score elsewhere as n identical draws leave possible (the
-    # Clopper-Pearson bound on a share seen 0 times in n), each as far off as the scale allows
-    unseen = 1.0 - ((1.0 - confidence) / 2.0) ** (1.0 / n)
-    return Estimate(n, mean, mean - unseen * (mean - low), mean + unseen * (high - mean), confidence)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * spread_of(data, mean, low, high) / math.sqrt(n)
+    return Estimate(n, mean, max(low, mean - half), min(high, mean + half), confidence)
+
+
+def spread_of(data: Sequence[float], mean: float, low: float, high: float) -> float:
+    """The sample's standard deviation, but at least the spread one further value at the far end of the scale would
+    give (``D / sqrt(n + 1)``): no interval of zero width, and none narrowed by float noise."""
+    floor = max(mean - low, high - mean) / math.sqrt(len(data) + 1)
+    return max(stdev(data, mean) if len(data) > 1 else 0.0, floor)
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * _incomplete_beta(df / (df + t * t), df / 2.0, 0.5)
+    return tail if t < 0 else 1.0 - tail
+
+
+def p_below(values: Sequence[float], bar: float, *, low: float, high: float, rate: bool = False) -> float | None:
+    """One-sided p-value of "the true mean is at or above ``bar``" (small: the values show it below the bar). A
+    rate gets the score test (the Wilson interval's own), a mean the t-test on :func:`spread_of`'s spread; None
+    below two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = math.fsum(sorted(values)) / n
+    if rate:
+        if bar <= 0.0:
+            return 1.0
+        if bar >= 1.0:
+            return 0.0 if mean < 1.0 else 1.0
+        return NormalDist().cdf((mean - bar) / math.sqrt(bar * (1.0 - bar) / n))
+    spread = spread_of(sorted(float(v) for v in values), mean, low, high)
+    return t_cdf((mean - bar) * math.sqrt(n) / spread, n - 1)
 
 
 def difference_estimate(base: Sequence[float], candidate: Sequence[float], *, span: float,
@@ -119,7 +149,7 @@ def difference_estimate(base: Sequence[float], candidate: Sequence[float], *, sp
     """The mean of paired differences (candidate - base) of values on a scale ``span`` wide."""
     if len(base) != len(candidate):
         raise ValueError("paired samples must have the same length")
-    return mean_estimate([c - b for b, c in zip(base, candidate)], low=-span, high=span, confidence=confidence)
+    return mean_estimate([round(c - b, 9) for b, c in zip(base, candidate)], low=-span, high=span, confidence=confidence)
 
 
 def detectable_drop(sd: float, n: int, *, confidence: float = 0.95, power: float = 0.8) -> float | None:

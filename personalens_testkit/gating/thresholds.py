@@ -9,7 +9,7 @@
       naturalness_user: null    # the user side rates the simulator, not your assistant
       coherence_user: null
     aggregate:                  # gates on the whole run, evaluated once at the end over every worker's rows
-      confidence: 0.95          # of the intervals (Wilson for rates, Student-t for means, over scenarios)
+      confidence: 0.95          # of the intervals (Agresti-Coull for rates, Student-t for means, over scenarios)
       min_n: 10                 # a gate on fewer scenarios is not evaluated, and not passed
       fail_when_not_evaluated: false
       max_infrastructure_errors: 0.05   # share of cases the user agent, judge or setup may fail
@@ -98,6 +98,12 @@ class AggregateGates(BaseModel):
     min_n: int = Field(default=10, ge=1)
     #: whether a gate that could not be evaluated (too few scenarios) fails the run
     fail_when_not_evaluated: bool = False
+    #: whether an inconclusive decision (a gate or a baseline difference shown neither way at this n) fails the run
+    fail_when_inconclusive: bool = False
+    #: a case below a floor it was expected to meet, on a judgement made now (not replayed): "report" (default: one
+    #: noisy judgement is evidence, not a regression - an xfail, listed as unconfirmed) or "gate" (a regression,
+    #: for a judge whose answers do not vary)
+    live_judged_floors: Literal["report", "gate"] = "report"
     #: the largest share of cases the benchmark's own models (or the setup) may fail before the run fails
     max_infrastructure_errors: float = Field(default=0.05, ge=0.0, le=1.0)
     gates: list[Gate] = Field(default_factory=list)
@@ -108,17 +114,26 @@ class CalibrationBars(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_completion_accuracy: float = Field(default=0.85, ge=0, le=1)
-    personalization_qwk: float = Field(default=0.6, ge=-1, le=1)
+    #: chance-corrected agreement with the labels, the low end of its 95 % interval (calibration/agreement.py):
+    #: Cohen's kappa for the verdict, quadratic-weighted kappa for the rated scales
+    task_completion_kappa: float = Field(default=0.35, ge=-1, le=1)
+    personalization_qwk: float = Field(default=0.25, ge=-1, le=1)
+    naturalness_qwk: float = Field(default=0.25, ge=-1, le=1)
+    coherence_qwk: float = Field(default=0.25, ge=-1, le=1)
     personalization_spearman: float = Field(default=0.6, ge=-1, le=1)
     naturalness_spearman: float = Field(default=0.5, ge=-1, le=1)
     coherence_spearman: float = Field(default=0.5, ge=-1, le=1)
     #: the share of its answers that must be readable scores
     min_answered: float = Field(default=0.95, ge=0, le=1)
-    #: the share of dialogues whose repeated judgements must all agree (with --repeat above 1)
-    self_consistency: float = Field(default=0.9, ge=0, le=1)
-    #: the most judge-addressed text may raise a score on average, per dimension, in its own units
+    #: the share of pairs of repeated judgements of a dialogue that agree, averaged over dimensions (--repeat above 1)
+    repeat_agreement: float = Field(default=0.7, ge=0, le=1)
+    #: the most judge-addressed text may raise a score on average, per dimension, in its own units (missed when
+    #: even the low end of the gain's 95 % interval is above it)
     max_injection_gain: float = Field(default=0.25, ge=0)
+    #: no longer used (accuracy and all-repeats-alike do not separate judges; task_completion_kappa and
+    #: repeat_agreement replace them): accepted so older files and reports still load
+    task_completion_accuracy: Optional[float] = Field(default=None, ge=0, le=1)
+    self_consistency: Optional[float] = Field(default=None, ge=0, le=1)
 
 
 class Thresholds(BaseModel):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Iterable, Literal, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from ..results.rows import ResultRow
 from .aggregate import GateResult
-from .compare import Comparison
+from .compare import Comparison, apply_decision, as_test
+from .decision import Test, decide
 from .expectations import CaseVerdict, Expectations, row_verdict
 from .thresholds import AggregateGates
 
@@ -45,6 +46,10 @@ class RunVerdict(BaseModel):
     unexpected_passes: list[str] = []
     #: cases whose bot answered differently from the recording in an offline replay: not scored
     reply_changed: list[str] = []
+    #: cases below a floor on a live judgement: evidence, not a verdict (the judge's noise can explain one score)
+    unconfirmed: list[str] = []
+    #: checks neither shown passed nor failed at this n (inconclusive; failing only with fail_when_inconclusive)
+    undecided: list[str] = []
     not_scored: int = 0
     cases: int = 0
     checks: list[RunCheck] = []
@@ -53,37 +58,53 @@ class RunVerdict(BaseModel):
     def passed(self) -> bool:
         return not self.failures
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def outcome(self) -> Literal["passed", "regressed", "inconclusive"]:
-        """``regressed``: a regression, a failed gate, a significant drop; ``inconclusive``: the run failed only
-        because it could not judge (cases not scored, a gate not evaluated)."""
-        if self.passed:
-            return "passed"
+        """``regressed``: a regression, a gate or a baseline difference shown below its bar; ``inconclusive``: no
+        such thing, but the run could not judge everything (cases not scored, a gate not evaluated) or showed
+        neither way at this n; ``passed``: everything shown at or above its bar."""
         decisive = self.regressions or any(c.outcome == "failed" and not c.inconclusive for c in self.checks)
-        return "regressed" if decisive else "inconclusive"
+        if decisive:
+            return "regressed"
+        return "inconclusive" if self.failures or self.undecided else "passed"
 
     @property
     def counts(self) -> str:
         """The cases by verdict, as the terminal's verdict line gives them."""
         return (f"{self.cases} cases: {len(self.regressions)} regression(s), {len(self.expected_failures)} expected "
                 f"failure(s), {len(self.unexpected_passes)} unexpected pass(es), {self.not_scored} not scored"
+                + (f", {len(self.unconfirmed)} below a floor on a live judgement (unconfirmed)" if self.unconfirmed else "")
                 + (f", {len(self.reply_changed)} with a changed bot reply" if self.reply_changed else ""))
 
     @property
+    def label(self) -> str:
+        """The outcome as the terminal, the job summary and the HTML name it, with whether it fails the run."""
+        if self.outcome == "passed":
+            return "passed"
+        if self.outcome == "regressed":
+            return "REGRESSED"
+        return "INCONCLUSIVE, fails the run" if self.failures else \
+            "inconclusive, does not fail the run (fail_when_inconclusive: false)"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
     def headline(self) -> str:
         """The verdict in one line: passed / regressed / inconclusive, and the first reason (the counts if it passed)."""
-        if self.passed:
-            return f"passed - {self.counts}"
-        first = self.failures[0]
+        reasons = self.failures or self.undecided
+        if self.outcome == "passed" or not reasons:
+            return f"{self.outcome} - {self.counts}"
+        first = reasons[0]
         if self.outcome == "regressed" and not self.regressions:
             first = next(c.message for c in self.checks if c.outcome == "failed" and not c.inconclusive)
-        more = len(self.failures) - 1
+        more = len(reasons) - 1
         return f"{self.outcome} - {first}" + (f" (and {more} more reason(s))" if more else "")
 
     def of(self, case_id: str, status: str) -> CaseVerdict:
         """A case's verdict in this run (the same for a row of an older version, worked out when the run was judged)."""
         for verdict, ids in (("regression", self.regressions), ("expected failure", self.expected_failures),
-                             ("unexpected pass", self.unexpected_passes), ("reply changed", self.reply_changed)):
+                             ("unexpected pass", self.unexpected_passes), ("reply changed", self.reply_changed),
+                             ("unconfirmed", self.unconfirmed)):
             if case_id in ids:
                 return verdict  # type: ignore[return-value]
         return "not scored" if status == "error" else "pass"
@@ -93,13 +114,74 @@ def _listed(ids: list[str], limit: int = 8) -> str:
     return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
+def decide_run(gates: Sequence[GateResult], comparison: Comparison | None, rules: AggregateGates, *,
+               enforced: bool = True) -> list[GateResult]:
+    """One decision over everything that gates (the enforced gates and the baseline's gated differences), at the
+    thresholds' confidence: Holm's procedure (gating/decision.py). Returns the gates with their decisions; the
+    comparison's differences are decided in place."""
+    gate_tests = [Test(name=g.title, p_below=g.p_below if enforced else None, n=g.estimate.n,
+                       shown_above=g.value is not None and g.value >= g.threshold,  # its statistic reaches min
+                       half_width=_half(g), distance=None if g.estimate.mean is None else g.estimate.mean - g.threshold)
+                  for g in gates]
+    differences = comparison.results if comparison is not None else []
+    difference_tests = [as_test(r, comparison.margin) for r in differences] if comparison is not None else []
+    decide([*gate_tests, *difference_tests], rules.confidence)
+    for result, test in zip(differences, difference_tests):
+        apply_decision(result, test, comparison.margin if comparison is not None else 0.0)
+    if comparison is not None:
+        comparison.failed = comparison.coverage_failure is not None or any(r.significant_drop for r in differences)
+    return [g.model_copy(update={"decision": t.decision, "passed": _passed(g, t), "undecided": t.undecided_text()
+                                 if t.decision == "undecided" else ""}) for g, t in zip(gates, gate_tests)]
+
+
+def _half(gate: GateResult) -> float | None:
+    """The interval's reach on the threshold's side of the mean (what has to shrink to decide the gate)."""
+    e = gate.estimate
+    if e.high is None or e.low is None or e.mean is None:
+        return None
+    return e.mean - e.low if e.mean >= gate.threshold else e.high - e.mean
+
+
+def _passed(gate: GateResult, test: Test) -> bool | None:
+    if test.decision == "not evaluated":
+        return gate.passed if gate.p_below is not None else None  # reported, not enforced: as measured
+    return {"red": False, "green": True}.get(test.decision)
+
+
 def _gate_check(gate: GateResult, enforced: bool, rules: AggregateGates) -> RunCheck:
     if not enforced:
         return RunCheck(name=gate.title, outcome="skipped", message=f"reported, not enforced: {gate.describe()}")
-    if gate.passed is None:
+    if gate.decision == "undecided":
+        return RunCheck(name=gate.title, outcome="skipped", message=gate.describe(), inconclusive=True)
+    if gate.estimate.n == 0:  # no scenario in its scope (a multi-domain gate on a single-domain run): not applicable
+        return RunCheck(name=gate.title, outcome="skipped", message=gate.describe())
+    if gate.passed is None:  # too few scenarios: reported, and failing the run only when the thresholds say so
         outcome = "failed" if rules.fail_when_not_evaluated else "skipped"
-        return RunCheck(name=gate.title, outcome=outcome, message=gate.describe(), inconclusive=True)
+        return RunCheck(name=gate.title, outcome=outcome, message=gate.describe(),
+                        inconclusive=rules.fail_when_not_evaluated)
     return RunCheck(name=gate.title, outcome="passed" if gate.passed else "failed", message=gate.describe())
+
+
+def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
+    checks = [RunCheck(name="baseline coverage", outcome="failed" if comparison.coverage_failure else "passed",
+                       inconclusive=bool(comparison.coverage_failure),
+                       message=f"baseline: {comparison.coverage_failure}" if comparison.coverage_failure
+                       else f"baseline: {comparison.shared_scenarios} scenarios paired")]
+    drops = [r for r in comparison.results if r.significant_drop and r.gated]
+    undecided = [r for r in comparison.results if r.gated and r.decision == "undecided"]
+    if drops:
+        checks.append(RunCheck(name="baseline comparison", outcome="failed", message=BASELINE_DROP))
+    elif undecided:
+        first = undecided[0]
+        checks.append(RunCheck(
+            name="baseline comparison", outcome="skipped", inconclusive=True,
+            message=f"baseline: INCONCLUSIVE: {len(undecided)} difference(s) neither shown within the margin "
+                    f"({comparison.margin:g}) nor below it, e.g. {first.metric} {first.group} "
+                    f"{first.difference.describe(3)}; {first.undecided}"))
+    else:
+        checks.append(RunCheck(name="baseline comparison", outcome="passed",
+                               message="baseline: no significant drop beyond the margin"))
+    return checks
 
 
 def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: AggregateGates, *,
@@ -131,17 +213,14 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
                     "--record-mode new_episodes, or re-record the cassettes"))
     checks += [_gate_check(gate, gates_enforced, rules) for gate in gates]
     if comparison is not None:
-        checks.append(RunCheck(name="baseline coverage", outcome="failed" if comparison.coverage_failure else "passed",
-                               inconclusive=bool(comparison.coverage_failure),
-                               message=f"baseline: {comparison.coverage_failure}" if comparison.coverage_failure
-                               else f"baseline: {comparison.shared_scenarios} scenarios paired"))
-        drop = any(r.significant_drop and r.gated for r in comparison.results)
-        checks.append(RunCheck(name="baseline comparison", outcome="failed" if drop else "passed",
-                               message=BASELINE_DROP if drop else "baseline: no significant drop beyond the margin"))
+        checks += _baseline_checks(comparison)
     checks += [RunCheck(name="run files", outcome="failed", message=problem, inconclusive=True) for problem in problems]
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
+    undecided = [check.message for check in checks if check.outcome == "skipped" and check.inconclusive]
+    if rules.fail_when_inconclusive:
+        failures += undecided
     return RunVerdict(failures=failures, regressions=regressions, expected_failures=verdicts.get("expected failure", []),
                       unexpected_passes=verdicts.get("unexpected pass", []), reply_changed=changed,
-                      not_scored=not_scored, cases=cases,
-                      checks=checks)
+                      unconfirmed=verdicts.get("unconfirmed", []), undecided=undecided,
+                      not_scored=not_scored, cases=cases, checks=checks)

@@ -25,9 +25,10 @@ def verdict_html(report: RunReport) -> str:
     """The run's verdict, as the exit code and JUnit give it: its headline (with the first reason), the counts,
     and every reason when there are several."""
     v = report.verdict
-    failures = "".join(f"<li class='fail'>{escape(f)}</li>" for f in v.failures) if len(v.failures) > 1 else ""
-    return (f"<div class='verdict {'ok' if v.passed else 'bad'}' id='verdict'><b>Verdict: {escape(v.headline)}</b>"
-            f"<br><span class='muted'>{'passed' if v.passed else 'FAILED'} ({escape(v.counts)})</span>"
+    reasons = v.failures + [r for r in v.undecided if r not in v.failures]
+    failures = "".join(f"<li class='fail'>{escape(f)}</li>" for f in reasons) if len(reasons) > 1 else ""
+    return (f"<div class='verdict {'ok' if v.outcome == 'passed' else 'bad'}' id='verdict'><b>Verdict: "
+            f"{escape(v.headline)}</b><br><span class='muted'>{escape(v.label)} ({escape(v.counts)})</span>"
             + (f"<ul>{failures}</ul>" if failures else "") + "</div>")
 
 

@@ -63,9 +63,10 @@ def render_markdown(report: RunReport) -> str:
         ("assistant", "assistant"), ("user agent", "user_model"), ("judge", "judge_model"), ("run", "run_id"))
         if run.get(key))
     parts = [f"## PersonaLens: {inline(v.headline)}", "",
-             inline(f"{'passed' if v.passed else 'FAILED'} ({v.counts})" + (f" - {about}" if about else ""))]
-    if len(v.failures) > 1:
-        parts += [""] + [f"- {inline(failure)}" for failure in v.failures]
+             inline(f"{v.label} ({v.counts})" + (f" - {about}" if about else ""))]
+    reasons = v.failures + [r for r in v.undecided if r not in v.failures]
+    if len(reasons) > 1:
+        parts += [""] + [f"- {inline(reason)}" for reason in reasons]
     parts += _checks(report) + _comparison(report.comparison) + _changes(report.changes)
     return "\n".join(parts) + "\n"
 

@@ -24,7 +24,7 @@ from ..gating.expectations import Expectations
 from ..gating.intervals import detectable_drop
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
-from ..gating.verdict import RunVerdict, run_verdict
+from ..gating.verdict import RunVerdict, decide_run, run_verdict
 from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRICS
 from .changes import ScenarioChange, scenario_changes
@@ -202,7 +202,7 @@ def build_report(
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
-    gates = evaluate_gates(agg.gates, summaries, min_n=agg.min_n)
+    gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
     statuses: dict[str, int] = defaultdict(int)
     sources: dict[str, int] = defaultdict(int)
     for row in rows:

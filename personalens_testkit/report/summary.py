@@ -129,10 +129,12 @@ def _flags_and_leaks(report: RunReport) -> list[str]:
 def format_verdict(verdict: RunVerdict, results: Path | None = None) -> list[str]:
     """The run's verdict beyond its cases' own lines: known failures, unexpected passes (with the command that
     updates the expectations), cases not scored - the failures themselves are printed as FAILED lines."""
-    lines = [f"personalens: verdict: {'passed' if verdict.passed else 'FAILED'} ({verdict.cases} cases: "
-             f"{len(verdict.regressions)} regression(s), {len(verdict.expected_failures)} expected failure(s), "
-             f"{len(verdict.unexpected_passes)} unexpected pass(es), {verdict.not_scored} not scored"
-             + (f", {len(verdict.reply_changed)} with a changed bot reply" if verdict.reply_changed else "") + ")"]
+    lines = [f"personalens: verdict: {verdict.label} ({verdict.counts})"]
+    lines += [f"personalens: inconclusive: {reason}" for reason in verdict.undecided]
+    if verdict.unconfirmed:
+        lines.append(f"personalens: below a floor on a live judgement, not a regression on its own (the judge's "
+                     f"noise can explain one score; the gates and the baseline decide): "
+                     f"{', '.join(verdict.unconfirmed[:8])}" + (" ..." if len(verdict.unconfirmed) > 8 else ""))
     if verdict.unexpected_passes:
         command = f"personalens expectations update {results or 'RESULTS'}"
         lines.append(f"personalens: now passing, expected to fail: {', '.join(verdict.unexpected_passes[:8])}"
@@ -155,8 +157,10 @@ def format_comparison(comparison: Comparison) -> list[str]:
         name = GROUP_TITLES.get(r.group, r.group.replace("domain:", "domain "))
         flag = " SIGNIFICANT DROP" + ("" if r.gated else " (reported)") if r.significant_drop else ""
         flag = flag if r.evaluated else " (not evaluated: too few scenarios)"
+        flag += f" UNDECIDED ({r.undecided})" if r.decision == "undecided" else ""
         interval = f" [{d.low:+.3f}, {d.high:+.3f}]" if d.low is not None and d.high is not None else ""
-        lines.append(f"  {name:24} {SHORT[r.metric]:6} n={r.n:<5} {d.mean:+.3f}{interval}{flag}")
+        detectable = f"; detectable drop {r.detectable_drop:.3f}" if r.detectable_drop is not None and r.gated else ""
+        lines.append(f"  {name:24} {SHORT[r.metric]:6} n={r.n:<5} {d.mean:+.3f}{interval}{flag}{detectable}")
     if comparison.coverage_failure:
         lines.append(f"coverage: FAILED: {comparison.coverage_failure}")
     drop = any(r.significant_drop and r.gated for r in comparison.results)

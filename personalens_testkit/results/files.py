@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import lzma
 import unicodedata
@@ -47,6 +48,9 @@ class ResultsWriter:
         self._largest = 0
         #: set when the rows written so far are safe but there is no room reserved for another
         self.out_of_room: StorageError | None = None
+        #: a digest of each line written: the run's report reads back only these (a line something else appended
+        #: to the file - say, a bot under test that found it - is not this run's)
+        self.written: set[bytes] = set()
 
     def open(self) -> None:
         """Create the file (and its folder) and reserve room for the first rows; raises StorageError."""
@@ -68,6 +72,7 @@ class ResultsWriter:
         self.open()
         assert self._file is not None
         data = (line + "\n").encode("utf-8")
+        self.written.add(hashlib.blake2b(data, digest_size=16).digest())
         end = self._file.tell()
         try:
             view = memoryview(data)
@@ -108,11 +113,19 @@ class ResultsWriter:
             self._file = None
 
 
-def read_rows(path: Path) -> list[ResultRow]:
+def read_rows(path: Path, *, written: set[bytes] | None = None) -> list[ResultRow]:
     """One row per case of a results file this run wrote, the newest (see :func:`dedupe_rows`; a torn last
-    line from a crash is skipped)."""
+    line from a crash is skipped); with ``written`` (a :class:`ResultsWriter`'s digests), only the lines it wrote."""
     with open(path, encoding="utf-8") as handle:
-        return dedupe_rows(ResultRow.model_validate_json(line) for line in _whole_lines(handle))
+        lines = _whole_lines(handle)
+        if written is not None:
+            lines = (line for line in lines if _digest(line) in written)
+        return dedupe_rows(ResultRow.model_validate_json(line) for line in lines)
+
+
+def _digest(line: str) -> bytes:
+    text = line if line.endswith("\n") else line + "\n"
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 def _whole_lines(lines: Iterable[str]) -> Iterator[str]:

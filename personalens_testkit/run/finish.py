@@ -34,8 +34,8 @@ class RunOutcome:
 
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
-               calibration: CalibrationReport | None = None) -> RunOutcome:
-    rows = read_rows(results)
+               calibration: CalibrationReport | None = None, written: set[bytes] | None = None) -> RunOutcome:
+    rows = read_rows(results, written=written)
     comparison = base_rows = None
     if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
         rules = thresholds.aggregate

@@ -145,7 +145,7 @@ class Run:
         self.writer.close()
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
-                          expectations=self.expectations, calibration=self.calibration)
+                          expectations=self.expectations, calibration=self.calibration, written=self.writer.written)
 
     def close(self) -> None:
         if "runner" in self.__dict__:
