@@ -29,7 +29,8 @@ Simulation model (printed with the table):
   level with probability d / P(level > 1) = d / 0.75, so the true mean drops by d on average.
   "on gate": no change, the bot's judged multi-domain completion rate exactly on the 0.70 gate (true rate
   0.75: 0.75 x 0.9 + 0.25 x 0.1 = 0.70).
-- the run: live-judged (gates enforced), ``--baseline-margin`` 0 (the default), no problems.
+- the run: live-judged (gates enforced), ``--baseline-margin`` at its default (the judge's drift measured by
+  ``--judge-retest``: 0 here, nothing is judged twice), no problems.
 
 Each row: the simulated runs it used and a 95 % Wilson interval of each rate. "red from" splits the red runs
 by what failed (a run can fail on several): cases (a regression against the expectations), gates (an
@@ -64,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from personalens_testkit.agents.judge import Scores  # noqa: E402
 from personalens_testkit.data.loader import open_dataset  # noqa: E402
 from personalens_testkit.data.selection import Selection, select_scenarios  # noqa: E402
+from personalens_testkit.calibration.retest import drift_margins, measure  # noqa: E402
 from personalens_testkit.gating.compare import compare_rows  # noqa: E402
 from personalens_testkit.gating.expectations import PASS, Expectations, case_verdict, from_rows  # noqa: E402
 from personalens_testkit.gating.thresholds import (  # noqa: E402
@@ -214,8 +216,9 @@ def simulate(sample: Sample, thresholds: Thresholds, n: int, k: int, case: str, 
 
     # as run/finish.py: the comparison, then the report (which decides the verdict)
     rules = thresholds.aggregate
+    measured = drift_margins(measure(rows))  # no row is judged twice here: every measured margin is 0
     comparison = compare_rows(base_rows, rows, margin=MARGIN, confidence=rules.confidence, min_n=rules.min_n,
-                              max_missing=rules.max_infrastructure_errors)
+                              max_missing=rules.max_infrastructure_errors, measured=measured)
     report = build_report(rows, thresholds, run={}, settings={}, gates_enforced=True, comparison=comparison,
                           expectations=expectations, problems=[], calibration=None, baseline=base_rows)
     return read_verdict(report, len(rows))
@@ -349,7 +352,8 @@ def main() -> None:
         found.sort(key=lambda f: f["index"])
 
     gates = "; ".join(f"{g.metric} {g.scope} {g.statistic} >= {g.min:g}" for g in thresholds.aggregate.gates)
-    print(f"gates: {gates}; min_n {thresholds.aggregate.min_n}; --baseline-margin {MARGIN:g}")
+    margin = "its default (the judge's measured drift: 0, nothing judged twice)" if MARGIN is None else f"{MARGIN:g}"
+    print(f"gates: {gates}; min_n {thresholds.aggregate.min_n}; --baseline-margin {margin}")
     print()
     print("| n | K | bot | runs | P(red) [95% CI] | P(inconclusive) [95% CI] | red from: cases / gates / baseline "
           "| cases regressed / unconfirmed (mean share) | detectable drop stated (mean) | s per run |")

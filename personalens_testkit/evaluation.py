@@ -9,6 +9,7 @@ far and every call made are kept for the result row. Only Ctrl-C (KeyboardInterr
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,9 +21,9 @@ from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
 from .agents.user_agent import UserAgent
 from .assistants.base import Assistant
-from .data.context import build_context
+from .data.context import ScenarioContext, build_context
 from .data.loader import Dataset
-from .data.models import Scenario
+from .data.models import Scenario, case_id
 from .errors import JudgeAnswerError, ModelError, PersonalensError, StorageError
 from .llm.retry import RetryPolicy
 
@@ -82,6 +83,11 @@ class Evaluation:
     preference_leak: dict[str, object] | None = None
     #: which try of the scenario this is (``--repeat``)
     repeat: int = 1
+    #: a second judgement of the same dialogue (``--judge-retest``): {"scores": {...}} or {"error": "..."};
+    #: it never counts in a score
+    retest: dict[str, object] | None = None
+    #: how many of the log's calls made the scores (the calls after them: the second judgement)
+    scoring_calls: int | None = None
     #: assistant text addressed to the judge (flagged, and removed from what the judge reads)
     injection_flags: list[dict[str, object]] = field(default_factory=list)
     error: ErrorInfo | None = None
@@ -102,12 +108,46 @@ class Evaluation:
     @property
     def judged_live(self) -> bool:
         """Whether a judge call was made now rather than replayed: its scores are one noisy judgement."""
-        return any(call.role == "judge" and not call.replayed for call in self.dialogue.log.records)
+        records = self.dialogue.log.records[:self.scoring_calls]
+        return any(call.role == "judge" and not call.replayed for call in records)
 
     def fail(self, exc: BaseException, phase: str) -> None:
         """Make this evaluation an error (its scores, if any, are dropped: an error row never scores)."""
         self.error = ErrorInfo.of(exc, phase)
         self.verdict = None
+
+
+def retest_selected(case: str, share: float) -> bool:
+    """Whether a case is judged a second time at ``share`` (0..1): by the case id alone, so a recording and its
+    replay choose the same cases."""
+    if share <= 0:
+        return False
+    digest = hashlib.sha256(f"judge-retest:{case}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
+
+
+def scenario_id_of(evaluation: Evaluation) -> str:
+    """The case id a second judgement is chosen by (the scenario's, with its try)."""
+    return case_id(evaluation.scenario.scenario_id, evaluation.repeat)
+
+
+def _judge_again(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> dict[str, object]:
+    """A second judgement of the finished dialogue, in a boundary of its own: whatever fails here is this
+    measurement's error, never the case's, and the scores already judged stay as they are."""
+    log = evaluation.dialogue.log
+    before = len(log.records)
+    try:
+        again = judge.judge(ctx, evaluation.dialogue.messages, log)
+    except Exception as exc:  # noqa: BLE001 - recorded as this measurement's failure
+        return {"error": ErrorInfo.of(exc, "judging again").describe()}
+    first = [c.replayed for c in log.records[:before] if c.role == "judge"]
+    second = [c.replayed for c in log.records[before:] if c.role == "judge"]
+    if any(second) and not all(first):
+        # the first judgement was drawn now and the second played back from the recording just made: that
+        # is the first answer again (vcrpy replays a new_episodes recording's own new calls), not a retest
+        return {"error": "the second judgement was played back from this run's own recording, not drawn again "
+                         "(record with --record-mode all or once to measure the judge's noise)"}
+    return {"scores": again.scores.model_dump()}
 
 
 def _now() -> str:
@@ -149,6 +189,8 @@ class Evaluator:
     turn_level: bool = False
     #: also judge whether the opening query leaks the user's preferences
     leak_check: bool = False
+    #: the share of cases judged a second time to measure the judge's noise (``--judge-retest``)
+    retest_share: float = 0.0
     #: how failed calls are retried, and the most seconds one scenario may take (None: no limit)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     time_limit_s: float | None = None
@@ -185,6 +227,10 @@ class Evaluator:
                     if self.leak_check:
                         leak = self.judge.preference_leak(ctx, messages, log)
                         evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
+                evaluation.scoring_calls = len(log.records)
+                if retest_selected(scenario_id_of(evaluation), self.retest_share):
+                    with cassette.phase("judging"):
+                        evaluation.retest = _judge_again(self.judge, ctx, evaluation)
         except Exception as exc:  # every failure is the case's error, with its cause: never a lost row
             cassette.discard()
             evaluation.fail(exc, phase)

@@ -296,7 +296,9 @@ def test_repeats_are_clusters_so_n_counts_scenarios(tmp_path, capsys, monkeypatc
     assert report["repeats"]["noise"]["personalization"]["repeat_means"] == [1.5, 3.0]
     # within-scenario variance (2 + 0.5 + 2 + 0.5) / 4 = 1.25; a same-sized comparison's sd sqrt(2 * 1.25 / 2);
     # (z_0.975 + z_0.8) * 1.118 / sqrt(4) = 1.566
-    assert "    P: per-repeat means 1.500, 3.000 (spread 1.500); smallest detectable drop 1.566" in out.splitlines()
+    assert ("    P: per-repeat means 1.500, 3.000 (spread 1.500); smallest drop detectable if every scenario dropped "
+            "alike 1.566 (a drop on some scenarios only varies more: the baseline comparison prints its own)"
+            in out.splitlines())
 
 
 # -- 6. resume counts the kept rows' failures; resuming a complete run exits 0 ----------------------------------
@@ -394,7 +396,7 @@ def test_compare_checks_its_confidence_and_reads_the_thresholds(tmp_path, capsys
     (tmp_path / "thresholds.yaml").write_text("version: 1\naggregate:\n  confidence: 0.9\n  min_n: 20\n")
     assert cli(["compare", str(rows), str(rows)]) == 0
     out = capsys.readouterr().out
-    assert "(candidate - base; 90% CI, Student-t over scenarios; margin 0)" in out
+    assert "(candidate - base; 90% CI, Student-t over scenarios; margin 0 (none measured: no dialogue" in out
     assert "  all                      P      n=12    +0.000 [-0.*] (not evaluated: too few scenarios)" not in out
     assert " (not evaluated: too few scenarios)" in out
 

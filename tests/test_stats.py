@@ -191,3 +191,50 @@ def test_more_of_the_same_evidence_never_weakens_a_verdict():
     assert all_drop.high < 0 and nine.high < 0 and all_drop.high <= nine.high
     lows = [mean_estimate([2] * n, low=1, high=4).low for n in (10, 12, 20, 40, 100)]
     assert lows == sorted(lows)
+
+
+def test_the_thresholds_name_the_interval_the_code_uses():
+    """The code's rate interval is Agresti-Coull; the shipped thresholds file and the thresholds module say so."""
+    from pathlib import Path
+
+    from personalens_testkit.gating import intervals, thresholds
+
+    root = Path(__file__).resolve().parents[1]
+    assert "Agresti-Coull" in intervals.__doc__
+    for text in ((root / "thresholds.yaml").read_text(), Path(thresholds.__file__).read_text()):
+        assert "Agresti-Coull" in text and "Wilson" not in text
+
+
+def _p_row(i: int, p: int) -> ResultRow:
+    scores = {"task_completion": True, "personalization": p, "naturalness_user": 4, "naturalness_assistant": 4,
+              "coherence_user": 5, "coherence_assistant": 4}
+    return ResultRow(scenario_id=f"user{i}-SD-Alarm-task-1", status="passed", scores=scores)
+
+
+def test_the_detectable_drop_counts_how_the_drop_varies_is_printed_at_k1_and_holds_its_power():
+    from personalens_testkit.gating.compare import compare_rows
+    from personalens_testkit.report.summary import format_comparison
+
+    rng = random.Random(5)
+    n = 100
+    base = [_p_row(i, rng.choice((2, 3))) for i in range(n)]
+
+    def detectable(candidate):
+        comparison = compare_rows(base, candidate, margin=0.0)
+        (overall,) = [r for r in comparison.results if r.group == "overall" and r.metric == "personalization"]
+        return comparison, overall.detectable_drop
+
+    # a drop of 0.3 spread over 30 % of the scenarios varies more than 0.3 on every one: it needs a larger drop
+    partial = [_p_row(i, b.scores.personalization - (1 if i % 10 < 3 else 0)) for i, b in enumerate(base)]
+    comparison, some = detectable(partial)
+    _, alike = detectable([_p_row(i, b.scores.personalization) for i, b in enumerate(base)])
+    assert some is not None and alike is not None and some > alike
+    assert any("detectable drop" in line for line in format_comparison(comparison))  # one try each (K = 1)
+    # power at the printed drop, the drop falling on a share of the scenarios: at least the 80 % it claims, less noise
+    share = some
+    red = 0
+    for _ in range(150):
+        hit = set(rng.sample(range(n), round(share * n)))
+        candidate = [_p_row(i, b.scores.personalization - (1 if i in hit else 0)) for i, b in enumerate(base)]
+        red += compare_rows(base, candidate, margin=0.0).failed
+    assert red / 150 >= 0.75

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..calibration.retest import drift_margins, margin_basis, measure
 from ..gating.compare import compare_rows
 from ..gating.expectations import load_expectations, location, update_expectations
 from ..gating.thresholds import Thresholds, load_thresholds
@@ -86,9 +87,13 @@ def run_of(rows: list[ResultRow], source: str) -> dict[str, object]:
 def _compare(args: argparse.Namespace) -> int:
     rules = _thresholds(args).aggregate
     confidence = rules.confidence if args.confidence is None else args.confidence
-    result = compare_rows(load_rows(Path(args.base), what="base"), load_rows(Path(args.candidate), what="candidate"),
+    candidate = load_rows(Path(args.candidate), what="candidate")
+    retest = measure(candidate, confidence=confidence)
+    measured = drift_margins(retest)
+    result = compare_rows(load_rows(Path(args.base), what="base"), candidate,
                           margin=args.margin, confidence=confidence, gate_domains=args.per_domain, min_n=rules.min_n,
-                          max_missing=rules.max_infrastructure_errors)
+                          max_missing=rules.max_infrastructure_errors, measured=measured,
+                          margin_basis=margin_basis(retest, measured))
     for line in format_comparison(result):
         print(line)
     if result.shared_scenarios == 0 and not result.coverage_failure:
@@ -155,7 +160,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     compare = sub.add_parser("compare", help="paired comparison of two runs on their shared scenarios")
     compare.add_argument("base", metavar="BASE")
     compare.add_argument("candidate", metavar="CANDIDATE")
-    compare.add_argument("--margin", type=float, default=0.0, help="tolerated drop: fail only if the CI lies below -X")
+    compare.add_argument("--margin", type=float, default=None,
+                         help="tolerated drop: red only if the CI lies below -X (default: per metric, the drop the "
+                              "judge alone showed on the candidate's re-judged dialogues, --judge-retest; else 0)")
     compare.add_argument("--confidence", type=float, default=None,
                          help="of the intervals, more than 0.5 and less than 1 (default: thresholds.yaml's, 0.95)")
     compare.add_argument("--thresholds", metavar="PATH",

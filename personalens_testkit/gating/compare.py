@@ -9,7 +9,7 @@ of leaving the comparison. A difference on fewer than ``min_n`` scenarios is not
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 from pydantic import BaseModel
 
@@ -43,6 +43,8 @@ class Difference(BaseModel):
     detectable_drop: Optional[float] = None
     #: for an undecided difference: what would likely decide it
     undecided: str = ""
+    #: the drop this difference tolerates (non-inferiority margin)
+    margin: float = 0.0
 
 
 class Coverage(BaseModel):
@@ -65,6 +67,7 @@ class Comparison(BaseModel):
     shared_scenarios: int
     only_in_base: int
     only_in_candidate: int
+    #: the margin stated (``--baseline-margin``/``--margin``), or the largest of the measured ones
     margin: float
     confidence: float
     results: list[Difference]
@@ -74,6 +77,16 @@ class Comparison(BaseModel):
     #: why the coverage fails the comparison (None: it does not)
     coverage_failure: Optional[str] = None
     failed: bool
+    #: each headline metric's margin, and where the margins come from
+    margins: dict[str, float] = {}
+    margin_basis: str = "stated"
+
+    def margin_text(self) -> str:
+        """The margin as a report states it: the one stated, or each metric's measured one and their basis."""
+        if self.margin_basis == "stated":
+            return f"margin {self.margin:g}"
+        shown = ", ".join(f"{metric} {value:.3g}" for metric, value in self.margins.items() if value > 0)
+        return f"margins {shown} (measured)" if shown else f"margin 0 ({self.margin_basis})"
 
 
 def _outcomes(rows: Iterable[ResultRow]) -> tuple[dict[str, str], dict[str, dict]]:
@@ -99,13 +112,17 @@ def coverage_of(base: dict[str, str], candidate: dict[str, str]) -> Coverage:
     )
 
 
-def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, margin: float = 0.0,
+def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, margin: float | None = 0.0,
                  confidence: float = 0.95, gate_domains: bool = False, min_n: int = 1,
-                 max_missing: float = 0.05) -> Comparison:
+                 max_missing: float = 0.05, measured: Mapping[str, float] | None = None,
+                 margin_basis: str = "stated") -> Comparison:
+    """``margin``: the drop every metric tolerates; None: each metric's ``measured`` margin (0 where none is)."""
     if not 0.5 < confidence < 1.0:
         raise UsageError(f"--confidence: must be more than 0.5 and less than 1 (got {confidence:g})")
-    if margin < 0:
+    if margin is not None and margin < 0:
         raise UsageError(f"--margin: must be 0 or more (got {margin:g})")
+    margins = {metric: float(margin) if margin is not None else float((measured or {}).get(metric, 0.0))
+               for metric in HEADLINE}
     base_rows, candidate_rows = list(base), list(candidate)
     base_state, info = _outcomes(base_rows)
     candidate_state, _ = _outcomes(candidate_rows)
@@ -115,9 +132,10 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
         a, b = scenario_values(base_rows, metric), scenario_values(candidate_rows, metric)
         shared = sorted(set(a) & set(b))
         for group, ids in _groups(shared, info).items():
-            results.append(_difference(group, metric, ids, a, b, margin=margin, confidence=confidence, min_n=min_n,
+            results.append(_difference(group, metric, ids, a, b, margin=margins[metric], confidence=confidence,
+                                       min_n=min_n,
                                        gated=group in GATED_GROUPS or (gate_domains and group.startswith("domain:"))))
-    decide_differences(results, confidence, margin)
+    decide_differences(results, confidence)
     failure = None
     if coverage.base and coverage.missing / coverage.base > max_missing:
         failure = (f"the candidate leaves {coverage.missing} of the base's {coverage.base} scored scenarios unscored "
@@ -125,8 +143,10 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
                    f"{max_missing:.0%}")
     return Comparison(
         shared_scenarios=coverage.paired, only_in_base=coverage.only_in_base, only_in_candidate=coverage.only_in_candidate,
-        margin=margin, confidence=confidence, results=results, coverage=coverage, max_missing=max_missing,
-        coverage_failure=failure, failed=failure is not None or any(r.significant_drop and r.gated for r in results),
+        margin=max(margins.values()), confidence=confidence, results=results, coverage=coverage,
+        max_missing=max_missing, coverage_failure=failure,
+        failed=failure is not None or any(r.significant_drop and r.gated for r in results),
+        margins=margins, margin_basis="stated" if margin is not None else margin_basis,
     )
 
 
@@ -152,11 +172,11 @@ def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b:
     alpha = (1.0 - confidence) / max(1, len(HEADLINE) * len(GATED_GROUPS))  # Holm's first, strictest step
     return Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=False, gated=gated,
                       evaluated=evaluated, p_below=p,
-                      detectable_drop=detectable(sd, len(ids), alpha=alpha, margin=margin))
+                      detectable_drop=detectable(sd, len(ids), alpha=alpha, margin=margin), margin=margin)
 
 
-def as_test(result: Difference, margin: float) -> Test:
-    d = result.difference
+def as_test(result: Difference) -> Test:
+    d, margin = result.difference, result.margin
     half = None
     if d.high is not None and d.low is not None and d.mean is not None:  # the reach on the bar's side of the mean
         half = d.mean - d.low if d.mean >= -margin else d.high - d.mean
@@ -167,7 +187,8 @@ def as_test(result: Difference, margin: float) -> Test:
                 distance=None if d.mean is None else d.mean + margin)
 
 
-def apply_decision(result: Difference, test: Test, margin: float) -> None:
+def apply_decision(result: Difference, test: Test) -> None:
+    margin = result.margin
     result.decision = test.decision if result.gated else ("not evaluated" if not result.evaluated else "reported")
     high = result.difference.high
     # a reported (ungated) difference is described by its own interval; a gated one by the run's decision
@@ -176,9 +197,9 @@ def apply_decision(result: Difference, test: Test, margin: float) -> None:
     result.undecided = test.undecided_text() if test.decision == "undecided" else ""
 
 
-def decide_differences(results: list[Difference], confidence: float, margin: float) -> None:
+def decide_differences(results: list[Difference], confidence: float) -> None:
     """The comparison's own decision (the `compare` command): Holm over its gated differences."""
-    tests = [as_test(r, margin) for r in results]
+    tests = [as_test(r) for r in results]
     decide(tests, confidence)
     for result, test in zip(results, tests):
-        apply_decision(result, test, margin)
+        apply_decision(result, test)

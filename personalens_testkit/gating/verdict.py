@@ -124,10 +124,10 @@ def decide_run(gates: Sequence[GateResult], comparison: Comparison | None, rules
                        half_width=_half(g), distance=None if g.estimate.mean is None else g.estimate.mean - g.threshold)
                   for g in gates]
     differences = comparison.results if comparison is not None else []
-    difference_tests = [as_test(r, comparison.margin) for r in differences] if comparison is not None else []
+    difference_tests = [as_test(r) for r in differences] if comparison is not None else []
     decide([*gate_tests, *difference_tests], rules.confidence)
     for result, test in zip(differences, difference_tests):
-        apply_decision(result, test, comparison.margin if comparison is not None else 0.0)
+        apply_decision(result, test)
     if comparison is not None:
         comparison.failed = comparison.coverage_failure is not None or any(r.significant_drop for r in differences)
     return [g.model_copy(update={"decision": t.decision, "passed": _passed(g, t), "undecided": t.undecided_text()
@@ -176,7 +176,7 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
         checks.append(RunCheck(
             name="baseline comparison", outcome="skipped", inconclusive=True,
             message=f"baseline: INCONCLUSIVE: {len(undecided)} difference(s) neither shown within the margin "
-                    f"({comparison.margin:g}) nor below it, e.g. {first.metric} {first.group} "
+                    f"({first.margin:g}) nor below it, e.g. {first.metric} {first.group} "
                     f"{first.difference.describe(3)}; {first.undecided}"))
     else:
         checks.append(RunCheck(name="baseline comparison", outcome="passed",

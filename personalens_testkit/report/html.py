@@ -199,8 +199,24 @@ def _comparison(report: RunReport) -> str:
     verdict = ("<p class='fail'>" + escape(c.coverage_failure or "a significant drop beyond the margin") + "</p>"
                if c.failed else "<p class='pass'>no significant drop</p>")
     return (f"<h2>Baseline comparison</h2><p class='muted'>candidate - base, {c.confidence:.0%} CI over paired scenarios, "
-            f"margin {c.margin:g}</p>{coverage}<table><tr><th>group</th><th>metric</th><th>n</th><th>difference</th>"
+            f"{escape(c.margin_text())}</p>{coverage}<table><tr><th>group</th><th>metric</th><th>n</th><th>difference</th>"
             f"<th></th></tr>{rows}</table>{verdict}")
+
+
+def _retest(report: RunReport) -> str:
+    """The judge's test-retest agreement, per dimension."""
+    r = report.judge_retest
+    if r is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(d.dimension.replace('_', ' '))}</td><td>{d.n}</td><td>{d.exact_agreement:.0%}</td>"
+        f"<td>{'' if d.kappa is None else f'{d.kappa:.2f}'}"
+        f"{'' if d.kappa_low is None else f' [{d.kappa_low:.2f}, {d.kappa_high:.2f}]'}</td>"
+        f"<td>{_estimate_signed(d.shift)}</td></tr>" for d in r.dimensions if d.n)
+    failed = f"; {r.failed} re-judgement(s) failed" if r.failed else ""
+    return (f"<h2>Judge test-retest</h2><p class='muted'>{r.retested} dialogue(s) judged a second time{failed}; the "
+            f"second judgement counts in no score.</p><table><tr><th>dimension</th><th>n</th><th>agree</th>"
+            f"<th>kappa / QWK [95 % CI]</th><th>shift (second - first)</th></tr>{rows}</table>")
 
 
 def _estimate_signed(e: Estimate) -> str:
@@ -234,6 +250,7 @@ def render_html(report: RunReport) -> str:
     leak = report.preference_leaks
     leak_html = (f"<p>Preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
                  f"({leak.rate:.0%}).</p>" if leak else "")
+    leak_html += _retest(report)
     counts = report.counts
     options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
     return f"""<!DOCTYPE html>

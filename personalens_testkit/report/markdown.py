@@ -87,7 +87,7 @@ def _comparison(c: Comparison | None) -> list[str]:
     """The baseline's paired differences of the gated groups (overall, single-, multi-domain)."""
     if c is None:
         return []
-    lines = ["", f"### Baseline (candidate - base, {c.confidence:.0%} CI over paired scenarios, margin {c.margin:g})", ""]
+    lines = ["", f"### Baseline (candidate - base, {c.confidence:.0%} CI over paired scenarios, {c.margin_text()})", ""]
     cov = c.coverage
     if cov is not None:
         lines += [f"{cov.paired} of the base's {cov.base} scored scenarios paired; only in base {cov.only_in_base}, "

@@ -22,6 +22,7 @@ from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summari
 from ..gating.compare import Comparison
 from ..gating.expectations import Expectations
 from ..gating.intervals import detectable_drop
+from ..calibration.retest import JudgeRetest, measure
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
 from ..gating.verdict import RunVerdict, decide_run, run_verdict
@@ -54,7 +55,8 @@ class Noise(BaseModel):
     repeat_means: list[float]
     #: the widest gap between two of those means
     spread: float
-    #: the smallest true drop a comparison with a baseline run of the same size and k finds (80 % power)
+    #: the smallest true drop a comparison with a baseline run of the same size and k finds (80 % power) when every
+    #: scenario drops alike (a comparison computes its own from how its differences vary)
     detectable_drop: Optional[float]
 
 
@@ -94,6 +96,8 @@ class RunReport(BaseModel):
     ledger: Ledger
     repeats: Optional[Repeats] = None
     preference_leaks: Optional[Leaks] = None
+    #: the judge's test-retest agreement on the dialogues judged twice (``--judge-retest``)
+    judge_retest: Optional[JudgeRetest] = None
     injection_flagged: list[str] = []
     injection_removed: list[str] = []
     turn_curve: list[TurnPoint] = []
@@ -198,6 +202,7 @@ def build_report(
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
     calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
+    retest: JudgeRetest | None = None,
 ) -> RunReport:
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own."""
     agg = thresholds.aggregate
@@ -218,6 +223,8 @@ def build_report(
         gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows),
         repeats=repeats(rows, agg.confidence),
         preference_leaks=leaks(rows),
+        judge_retest=retest if retest is not None else measure(
+            rows, share=(settings or {}).get("judge_retest") or None, confidence=agg.confidence),
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
         turn_curve=turn_curve(rows), comparison=comparison, judge_calibration=calibration, rows=list(rows),

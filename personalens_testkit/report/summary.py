@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..calibration.retest import describe as describe_retest
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, REPLY_CHANGED, SHORT, GroupSummary
 from ..gating.compare import Comparison
 from ..gating.stats import Estimate
@@ -107,7 +108,9 @@ def _noise(report: RunReport) -> list[str]:
     lines = [f"  noise floor (--repeat {rep.k}, {rep.scenarios} scenarios):"]
     for metric, noise in rep.noise.items():
         means = ", ".join(f"{m:.3f}" for m in noise.repeat_means)
-        drop = f"; smallest detectable drop {noise.detectable_drop:.3f}" if noise.detectable_drop is not None else ""
+        drop = (f"; smallest drop detectable if every scenario dropped alike {noise.detectable_drop:.3f} (a drop on "
+                f"some scenarios only varies more: the baseline comparison prints its own)"
+                if noise.detectable_drop is not None else "")
         lines.append(f"    {SHORT.get(metric, metric)}: per-repeat means {means} (spread {noise.spread:.3f}){drop}")
     return lines
 
@@ -123,6 +126,8 @@ def _flags_and_leaks(report: RunReport) -> list[str]:
     if leak:
         lines.append(f"preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
                      f"({leak.rate:.0%}) - a leaky user agent inflates personalization")
+    if report.judge_retest is not None:
+        lines += describe_retest(report.judge_retest)
     return lines
 
 
@@ -145,7 +150,7 @@ def format_verdict(verdict: RunVerdict, results: Path | None = None) -> list[str
 def format_comparison(comparison: Comparison) -> list[str]:
     c = comparison.coverage
     lines = [f"paired comparison on {comparison.shared_scenarios} shared scenarios (candidate - base; "
-             f"{comparison.confidence:.0%} CI, Student-t over scenarios; margin {comparison.margin:g})"]
+             f"{comparison.confidence:.0%} CI, Student-t over scenarios; {comparison.margin_text()})"]
     if c is not None:
         lines.append(f"coverage: {c.paired} of the base's {c.base} scored scenarios paired; only in base {c.only_in_base}, "
                      f"only in candidate {c.only_in_candidate}, errored in the candidate {c.errored_in_candidate}, "

@@ -185,6 +185,8 @@ class ResultRow(_Part):
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
+    #: a second judgement of the dialogue (``--judge-retest``): {"scores": {...}} or {"error": "..."}; never a score
+    retest: Optional[dict[str, Any]] = None
     #: the first turn whose bot reply differs from the recording (None: none did, or nothing was recorded)
     reply_change: Optional[ReplyChangeRow] = None
     error: Optional[RowError] = None
@@ -232,7 +234,7 @@ def build_row(
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
-        preference_leak=evaluation.preference_leak, reply_change=_reply_change(dialogue.reply_change),
+        preference_leak=evaluation.preference_leak, retest=evaluation.retest, reply_change=_reply_change(dialogue.reply_change),
         error=None if error is None else RowError(
             kind=error.kind, phase=error.phase, message=error.message, raw_answer=error.raw_answer, source=error.source,
             endpoint=error.endpoint, cause=error.cause, disk_full=error.disk_full,

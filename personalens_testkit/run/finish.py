@@ -12,6 +12,7 @@ from ..errors import StorageError
 from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
 from ..gating.expectations import Expectations
+from ..calibration.retest import drift_margins, margin_basis, measure
 from ..gating.verdict import RunVerdict
 from ..report.model import RunReport, build_report
 from ..report.outputs import write_report_files
@@ -37,12 +38,15 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                calibration: CalibrationReport | None = None, written: set[bytes] | None = None) -> RunOutcome:
     rows = read_rows(results, written=written)
     comparison = base_rows = None
+    retest = measure(rows, share=settings.judge_retest or None, confidence=thresholds.aggregate.confidence)
     if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
         rules = thresholds.aggregate
         base_rows = load_rows(settings.baseline, what="--baseline")
+        measured = drift_margins(retest)
         comparison = compare_rows(base_rows, rows, margin=settings.baseline_margin,
                                   confidence=rules.confidence, min_n=rules.min_n,
-                                  max_missing=rules.max_infrastructure_errors)
+                                  max_missing=rules.max_infrastructure_errors, measured=measured,
+                                  margin_basis=margin_basis(retest, measured))
     problems: list[str] = []  # part of the verdict (and so of every report)
     try:
         recorded = recording.keep_recorded(rows)
@@ -51,7 +55,8 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
         problems.append(f"recorded results: {exc}")
     enforced = not recording.plan.checks_reproduction
     report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
-                          expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows)
+                          expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows,
+                          retest=retest)
     failures: list[str] = []  # report files that could not be written
     written = write_report_files(
         report, json_path=settings.json_report or run_dir / "report.json",
@@ -72,5 +77,5 @@ def settings_snapshot(settings: RunSettings, shown: Any) -> dict[str, Any]:
         "max_turns": s.max_turns, "record_mode": s.record_mode, "rejudge": s.rejudge, "repeat": s.repeat,
         "turn_level": s.turn_level, "leak_check": s.leak_check, "thresholds": str(s.thresholds_path),
         "cassette_dir": shown(s.cassette_dir), "baseline": str(s.baseline) if s.baseline else None,
-        "baseline_margin": s.baseline_margin,
+        "baseline_margin": s.baseline_margin, "judge_retest": s.judge_retest,
     }

@@ -54,7 +54,10 @@ class RunSettings:
     summary_md: Optional[Path] = None
     #: a previous run's report or results to compare with, and the drop it tolerates
     baseline: Optional[Path] = None
-    baseline_margin: float = 0.0
+    #: None: per metric, the judge's drift measured by --judge-retest (calibration/retest.py)
+    baseline_margin: Optional[float] = None
+    #: the share of cases judged a second time to measure the judge's noise
+    judge_retest: float = 0.0
     #: a `personalens calibrate` report of the judge, and whether a gating run requires a passing one
     judge_calibration: Optional[Path] = None
     require_calibrated_judge: bool = False

@@ -95,7 +95,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         junit_report=values.path("junit_report"), html_report=values.path("html_report"),
         summary_md=values.path("summary_md"),
         baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
-        baseline_margin=values["baseline_margin"],
+        baseline_margin=values["baseline_margin"], judge_retest=values["judge_retest"],
         judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),
         require_calibrated_judge=bool(values["require_calibrated_judge"]),
         retry=RetryPolicy(attempts=retries + 1, initial_s=values["retry_initial_s"], max_s=values["retry_max_s"]),

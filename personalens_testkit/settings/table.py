@@ -168,8 +168,13 @@ SETTINGS: tuple[Setting, ...] = (
             config=False),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
             "shared scenarios", "path", metavar="REPORT", config=False),
-    Setting("baseline_margin", "the drop --baseline tolerates: fail only if the whole CI of the difference is below -X "
-            "(default 0)", "float", metavar="X", low=0, default=0.0, config=False),
+    Setting("baseline_margin", "the drop --baseline tolerates: red only when the interval of the difference is shown "
+            "below -X, green only when shown above it (default: per metric, the drop the judge alone is shown to "
+            "produce on the run's re-judged dialogues, --judge-retest; 0 when none is shown)", "float", metavar="X",
+            low=0, config=False),
+    Setting("judge_retest", "judge this share (0-1) of the cases a second time, chosen by case id, and report the "
+            "judge's test-retest agreement per dimension; the second judgement never counts in a score (default 0)",
+            "float", metavar="SHARE", low=0, high=1, default=0.0),
     Setting("resume", "finish an interrupted run: keep the scored cases of its results.jsonl, run only the others",
             "path", metavar="RESULTS", config=False),
     Setting("resume_mismatch", "--resume rows that another set-up produced (assistant, a model, the data, the floors, "
