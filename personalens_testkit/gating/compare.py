@@ -177,13 +177,10 @@ def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b:
 
 def as_test(result: Difference) -> Test:
     d, margin = result.difference, result.margin
-    half = None
-    if d.high is not None and d.low is not None and d.mean is not None:  # the reach on the bar's side of the mean
-        half = d.mean - d.low if d.mean >= -margin else d.high - d.mean
     # with a non-inferiority margin a difference passes only when shown above -margin; with none, unless shown below 0
     shown = d.low is not None and d.low >= -margin if margin > 0 else True
     return Test(name=f"{result.group} {result.metric}", p_below=result.p_below if result.gated else None,
-                shown_above=shown, n=result.n, half_width=half,
+                shown_above=shown, n=result.n, half_width=d.reach(-margin),
                 distance=None if d.mean is None else d.mean + margin)
 
 

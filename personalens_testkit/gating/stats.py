@@ -33,6 +33,12 @@ class Estimate(BaseModel):
         """The value a gate compares: ``mean`` or ``lower_bound`` (the interval's low end)."""
         return self.mean if on == "mean" else self.low
 
+    def reach(self, bar: float) -> float | None:
+        """The interval's reach on ``bar``'s side of the mean: what has to shrink for it to be decided against it."""
+        if self.high is None or self.low is None or self.mean is None:
+            return None
+        return self.mean - self.low if self.mean >= bar else self.high - self.mean
+
     def describe(self, digits: int = 2) -> str:
         if self.mean is None:
             return "n/a"

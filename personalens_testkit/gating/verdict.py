@@ -121,7 +121,8 @@ def decide_run(gates: Sequence[GateResult], comparison: Comparison | None, rules
     comparison's differences are decided in place."""
     gate_tests = [Test(name=g.title, p_below=g.p_below if enforced else None, n=g.estimate.n,
                        shown_above=g.value is not None and g.value >= g.threshold,  # its statistic reaches min
-                       half_width=_half(g), distance=None if g.estimate.mean is None else g.estimate.mean - g.threshold)
+                       half_width=g.estimate.reach(g.threshold),
+                       distance=None if g.estimate.mean is None else g.estimate.mean - g.threshold)
                   for g in gates]
     differences = comparison.results if comparison is not None else []
     difference_tests = [as_test(r) for r in differences] if comparison is not None else []
@@ -129,17 +130,10 @@ def decide_run(gates: Sequence[GateResult], comparison: Comparison | None, rules
     for result, test in zip(differences, difference_tests):
         apply_decision(result, test)
     if comparison is not None:
-        comparison.failed = comparison.coverage_failure is not None or any(r.significant_drop for r in differences)
+        comparison.failed = comparison.coverage_failure is not None or any(r.significant_drop and r.gated
+                                                                            for r in differences)
     return [g.model_copy(update={"decision": t.decision, "passed": _passed(g, t), "undecided": t.undecided_text()
                                  if t.decision == "undecided" else ""}) for g, t in zip(gates, gate_tests)]
-
-
-def _half(gate: GateResult) -> float | None:
-    """The interval's reach on the threshold's side of the mean (what has to shrink to decide the gate)."""
-    e = gate.estimate
-    if e.high is None or e.low is None or e.mean is None:
-        return None
-    return e.mean - e.low if e.mean >= gate.threshold else e.high - e.mean
 
 
 def _passed(gate: GateResult, test: Test) -> bool | None:
