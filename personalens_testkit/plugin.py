@@ -146,6 +146,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") and upcoming is None:
         return  # a work-stealing scheduler takes queued cases back: no case is evaluated before it is run
     cases = [(item.nodeid, *is_case(item)) for item in session.items if is_case(item)]
+    run.runner.may_start = lambda: run.stop_signal.reason() is None
     run.runner.evaluate_ahead(cases, upcoming)  # type: ignore[arg-type]
 
 
@@ -279,7 +280,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if run is None or item.get_closest_marker(MARKER) is None:
         return None
     reason = run.stop_signal.reason()
-    if reason is None:
+    if reason is None or run.runner.started(item.nodeid):  # a case already under way ahead keeps its row
         return None
     item.session.shouldstop = f"personalens: stopped: {reason}"
     return True  # not run: no report, no row

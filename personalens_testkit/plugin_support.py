@@ -153,8 +153,10 @@ class ControllerHooks:
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
         """Before the first case: the results file exists with room reserved, and the stop signal is ready."""
         if not session.config.option.collectonly and any(is_case(item) for item in session.items):
+            workers = getattr(session.config.option, "numprocesses", None)
+            workers = workers if isinstance(workers, int) and workers > 0 else 1
             try:
-                self.controller.start()
+                self.controller.start(lanes=workers * self.run.settings.concurrency)
             except PersonalensError as exc:
                 raise pytest.UsageError(redact(f"personalens: {exc}")) from None
         return (yield)
@@ -174,7 +176,7 @@ class ControllerHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""
         try:
-            self.outcome = self.run.finish()
+            self.outcome = self.run.finish(stopped=self.controller.stopped)
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -23,7 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "agents",
     "evaluation transcripts",
     "results",
-    "gating",
+    "gating costs",
     "report calibration",
     "settings",
     "run gate",

@@ -13,6 +13,7 @@ verdicts and comparisons from the rows of runs.
     personalens calibrate --judge-model SPEC [--repeat K] [--slice N] can this judge tell good from bad? (exit 1: a bar missed)
     personalens judge CONVERSATIONS.jsonl [--context FILE]          the judge on your own conversations: rows and reports
     personalens gate [--base REF] [--start CMD --health-url URL]     a pull request's verdict: the base's files, this bot
+    personalens estimate [run options]                              a run's calls, tokens and cost before it starts
     personalens promote GATE_DIR                                    on main: a gate run's recording becomes the committed one
 
 Running the benchmark itself is ``pytest suites/`` (see docs/running.md; this command: docs/command-line.md).
@@ -27,7 +28,7 @@ from typing import Sequence
 
 from ..errors import PersonalensError
 from ..secrets import redact
-from . import calibrate, data, gate, init, judge, results
+from . import calibrate, data, estimate, gate, init, judge, results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_commands(sub)
     judge.add_commands(sub)
     gate.add_commands(sub)
+    estimate.add_commands(sub)
     return parser
 
 

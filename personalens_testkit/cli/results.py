@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..calibration.retest import drift_margins, margin_basis, measure
 from ..gating.compare import compare_rows
+from ..costs.prices import load_prices
 from ..gating.expectations import load_expectations, location, update_expectations
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..gating.verdict import run_verdict
@@ -56,7 +57,7 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     settings = _settings(args)
     expectations = load_expectations(settings.expectations) if settings.expectations else None
     report = build_report(rows, load_thresholds(settings.thresholds_path), run=run_of(rows, source),
-                          expectations=expectations)
+                          expectations=expectations, prices=load_prices(settings.prices))
     for line in format_summary(report):
         print(line)
     written = write_report_files(

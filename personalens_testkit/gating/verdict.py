@@ -180,8 +180,10 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
 
 def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: AggregateGates, *,
                 gates_enforced: bool = True, comparison: Comparison | None = None,
-                expectations: Expectations | None = None, problems: Sequence[str] = ()) -> RunVerdict:
-    """``problems``: what else failed the run (results that could not be kept), each a failed check."""
+                expectations: Expectations | None = None, problems: Sequence[str] = (),
+                not_run: str | None = None) -> RunVerdict:
+    """``problems``: what else failed the run (results that could not be kept), each a failed check; ``not_run``:
+    why some selected cases were not run (the run stopped early): the verdict cannot be a pass."""
     verdicts: dict[str, list[str]] = {}
     for row in rows:
         verdicts.setdefault(row_verdict(row, expectations), []).append(row.case_id)
@@ -209,6 +211,8 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     if comparison is not None:
         checks += _baseline_checks(comparison)
     checks += [RunCheck(name="run files", outcome="failed", message=problem, inconclusive=True) for problem in problems]
+    if not_run:
+        checks.append(RunCheck(name="cases not run", outcome="failed", message=not_run, inconclusive=True))
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
     undecided = [check.message for check in checks if check.outcome == "skipped" and check.inconclusive]

@@ -155,6 +155,9 @@ class OpenAICompatibleChat:
             prompt_tokens=token_count(usage.get("prompt_tokens") if isinstance(usage, dict) else None),
             completion_tokens=token_count(usage.get("completion_tokens") if isinstance(usage, dict) else None),
             finish_reason=choice.get("finish_reason"),
+            # the part of prompt_tokens read from the prompt cache (OpenAI counts it inside prompt_tokens)
+            cache_read_tokens=token_count(usage["prompt_tokens_details"].get("cached_tokens"))
+            if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens_details"), dict) else None,
         )
 
     def close(self) -> None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Sequence
 
+from ..costs.spend import format_cost
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
 from ..gating.stats import Estimate
 from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
+from .html_sections import estimate_signed, retest_html, role_cost_html
 from .html_changes import CSS as CHANGES_CSS, changes_html, checks_html, verdict_html
 from .model import RunReport, TurnPoint
 
@@ -193,7 +195,7 @@ def _comparison(report: RunReport) -> str:
                 if cov is not None else "")
     rows = "".join(
         f"<tr class='{'fail' if r.significant_drop and r.gated else ''}'><td>{escape(GROUP_TITLES.get(r.group, r.group))}</td>"
-        f"<td>{escape(SHORT[r.metric])}</td><td>{r.n}</td><td>{_estimate_signed(r.difference)}</td>"
+        f"<td>{escape(SHORT[r.metric])}</td><td>{r.n}</td><td>{estimate_signed(r.difference)}</td>"
         f"<td>{'significant drop' if r.significant_drop else '' if r.evaluated else 'not evaluated'}</td></tr>"
         for r in c.results if r.difference.mean is not None)
     verdict = ("<p class='fail'>" + escape(c.coverage_failure or "a significant drop beyond the margin") + "</p>"
@@ -201,27 +203,6 @@ def _comparison(report: RunReport) -> str:
     return (f"<h2>Baseline comparison</h2><p class='muted'>candidate - base, {c.confidence:.0%} CI over paired scenarios, "
             f"{escape(c.margin_text())}</p>{coverage}<table><tr><th>group</th><th>metric</th><th>n</th><th>difference</th>"
             f"<th></th></tr>{rows}</table>{verdict}")
-
-
-def _retest(report: RunReport) -> str:
-    """The judge's test-retest agreement, per dimension."""
-    r = report.judge_retest
-    if r is None:
-        return ""
-    rows = "".join(
-        f"<tr><td>{escape(d.dimension.replace('_', ' '))}</td><td>{d.n}</td><td>{d.exact_agreement:.0%}</td>"
-        f"<td>{'' if d.kappa is None else f'{d.kappa:.2f}'}"
-        f"{'' if d.kappa_low is None else f' [{d.kappa_low:.2f}, {d.kappa_high:.2f}]'}</td>"
-        f"<td>{_estimate_signed(d.shift)}</td></tr>" for d in r.dimensions if d.n)
-    failed = f"; {r.failed} re-judgement(s) failed" if r.failed else ""
-    return (f"<h2>Judge test-retest</h2><p class='muted'>{r.retested} dialogue(s) judged a second time{failed}; the "
-            f"second judgement counts in no score.</p><table><tr><th>dimension</th><th>n</th><th>agree</th>"
-            f"<th>kappa / QWK [95 % CI]</th><th>shift (second - first)</th></tr>{rows}</table>")
-
-
-def _estimate_signed(e: Estimate) -> str:
-    ci = f" <span class='muted'>[{e.low:+.3f}, {e.high:+.3f}]</span>" if e.low is not None and e.high is not None else ""
-    return f"{e.mean:+.3f}{ci}"
 
 
 def _calibration(report: RunReport) -> str:
@@ -245,12 +226,17 @@ def render_html(report: RunReport) -> str:
     run = report.run
     domains = sorted({d for r in rows for d in r.domains})
     title = f"PersonaLens report - {run.get('assistant', 'assistant')}"
+    costs = report.cost.roles if report.cost is not None else {}
     ledger = "".join(f"<tr><td>{escape(role.replace('_', ' '))}</td><td>{v['calls']}</td><td>{v['prompt_tokens']:,}</td>"
-                     f"<td>{v['completion_tokens']:,}</td></tr>" for role, v in report.ledger.total.items())
+                     f"<td>{v['completion_tokens']:,}</td><td>{role_cost_html(costs.get(role))}</td></tr>"
+                     for role, v in report.ledger.total.items())
+    total = report.cost
+    ledger += ("" if total is None else f"<tr><td>total</td><td></td><td></td><td></td><td>"
+               f"{escape(format_cost(total.total_spent) if total.total_spent is not None else 'cost unknown')}</td></tr>")
     leak = report.preference_leaks
     leak_html = (f"<p>Preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
                  f"({leak.rate:.0%}).</p>" if leak else "")
-    leak_html += _retest(report)
+    leak_html += retest_html(report)
     counts = report.counts
     options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
     return f"""<!DOCTYPE html>
@@ -269,7 +255,7 @@ def render_html(report: RunReport) -> str:
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
 <h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
 {_calibration(report)}
-<h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th></tr>{ledger}</table>
+<h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th><th>cost (live calls)</th></tr>{ledger}</table>
 {leak_html}
 <h2>Dialogues</h2>
 <div class="filters">domain <select id="f-domain" onchange="applyFilters()"><option value="all">all</option>{options}</select>

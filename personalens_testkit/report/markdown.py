@@ -24,6 +24,7 @@ from ..gating.aggregate import GROUP_TITLES, SHORT
 from ..gating.compare import GATED_GROUPS, Comparison
 from ..scales import HEADLINE
 from ..secrets import redact
+from .summary import cost_lines
 from .changes import ScenarioChange, check_detail, describe_split, score_pair
 from .model import RunReport
 
@@ -68,6 +69,8 @@ def render_markdown(report: RunReport) -> str:
     if len(reasons) > 1:
         parts += [""] + [f"- {inline(reason)}" for reason in reasons]
     parts += _checks(report) + _comparison(report.comparison) + _changes(report.changes)
+    costs = cost_lines(report)
+    parts += [""] + [inline(line) for line in costs] if costs else []
     return "\n".join(parts) + "\n"
 
 

@@ -18,6 +18,8 @@ from pydantic import BaseModel
 
 from ..calibration.report import CalibrationReport
 from ..callsite import ROLES
+from ..costs.prices import PriceTable, load_prices
+from ..costs.spend import CostLedger, cost_ledger
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
 from ..gating.compare import Comparison
 from ..gating.expectations import Expectations
@@ -94,6 +96,8 @@ class RunReport(BaseModel):
     gates_enforced: bool = True
     gates_passed: bool
     ledger: Ledger
+    #: each role's cost in US dollars: the live calls' spend, and what the replayed calls would have cost
+    cost: Optional[CostLedger] = None
     repeats: Optional[Repeats] = None
     preference_leaks: Optional[Leaks] = None
     #: the judge's test-retest agreement on the dialogues judged twice (``--judge-retest``)
@@ -202,9 +206,11 @@ def build_report(
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
     calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
-    retest: JudgeRetest | None = None,
+    retest: JudgeRetest | None = None, not_run: tuple[int, str] | None = None, prices: PriceTable | None = None,
 ) -> RunReport:
-    """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own."""
+    """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own;
+    ``not_run``: how many selected cases the run did not start, and why (it stopped early); ``prices``: the price
+    table with the project's overrides (default: the shipped one)."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
     gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
@@ -214,13 +220,18 @@ def build_report(
         statuses[row.status] += 1
         if row.status == "error":
             sources[row.error.source if row.error else "setup"] += 1
+    if not_run and not_run[0]:
+        statuses["not_run"] = not_run[0]
     verdict = run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
-                          expectations=expectations, problems=problems)
+                          expectations=expectations, problems=problems,
+                          not_run=f"{not_run[0]} selected case(s) not run: {not_run[1]}" if not_run and not_run[0]
+                          else None)
     return RunReport(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
         settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),
         confidence=agg.confidence, aggregates=summaries, gates=gates, gates_enforced=gates_enforced,
         gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows),
+        cost=cost_ledger(rows, prices if prices is not None else load_prices()),
         repeats=repeats(rows, agg.confidence),
         preference_leaks=leaks(rows),
         judge_retest=retest if retest is not None else measure(

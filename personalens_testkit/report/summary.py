@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..calibration.retest import describe as describe_retest
+from ..costs.spend import format_cost
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, REPLY_CHANGED, SHORT, GroupSummary
 from ..gating.compare import Comparison
 from ..gating.stats import Estimate
@@ -85,7 +86,27 @@ def _ledger(report: RunReport) -> list[str]:
             text += f" (cache: {v['cache_read_tokens']:,} read, {v['cache_write_tokens']:,} written)"
         return text
 
-    return ["", "calls and tokens: " + "; ".join(role(name, v) for name, v in report.ledger.total.items())]
+    return ["", "calls and tokens: " + "; ".join(role(name, v) for name, v in report.ledger.total.items()),
+            *cost_lines(report)]
+
+
+def cost_lines(report: RunReport) -> list[str]:
+    """What the run's live calls cost, per role and in total, and what the replayed ones would have."""
+    cost = report.cost
+    if cost is None:
+        return []
+    parts = []
+    for name, role in cost.roles.items():
+        if not role.live_calls and not role.replayed_calls:
+            continue
+        shown = format_cost(role.spent) if role.spent is not None else f"cost unknown ({role.reason})"
+        parts.append(f"{name.replace('_', ' ')} {shown}")
+    total = format_cost(cost.total_spent) if cost.total_spent is not None else \
+        f"cost unknown (at least {format_cost(cost.known_spent)})"
+    line = f"cost: {total} - " + "; ".join(parts)
+    if cost.total_replayed_value:
+        line += f"; replaying saved {format_cost(cost.total_replayed_value)}"
+    return [line]
 
 
 def _repeats(report: RunReport) -> list[str]:

@@ -37,7 +37,8 @@ def existing(path: Path) -> Path | None:
 def slim(row: ResultRow) -> ResultRow:
     """A row as the recording keeps it: without its transcript, its call list, and how it differed from an
     earlier recording (it is the recording now)."""
-    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None, "reply_change": None})
+    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None, "reply_change": None,
+                                  "usage": row.usage_by_role() or None})
 
 
 def load_recorded(path: Path) -> dict[str, ResultRow]:

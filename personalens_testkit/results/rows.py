@@ -197,6 +197,9 @@ class ResultRow(_Part):
     transcript: list[dict[str, str]] = []
     transcript_path: Optional[str] = None
     calls: list[CallRow] = []
+    #: the calls' token counts per role, as the recording keeps them when it drops ``calls``: [calls, prompt,
+    #: completion, cache-read, cache-write tokens] (what ``personalens estimate`` measures a recording by)
+    usage: Optional[dict[str, list[int]]] = None
     started_at: str = ""
     finished_at: str = ""
     seconds: float = 0.0
@@ -205,6 +208,18 @@ class ResultRow(_Part):
     def case_id(self) -> str:
         """The scenario id, with ``-r<N>`` for the N-th try of a repeated scenario."""
         return case_id(self.scenario_id, self.repeat)
+
+    def usage_by_role(self) -> dict[str, list[int]]:
+        """[calls, prompt, completion, cache-read, cache-write tokens] per role: from the calls, or the kept usage."""
+        if not self.calls:
+            return dict(self.usage or {})
+        found: dict[str, list[int]] = {}
+        for call in self.calls:
+            entry = found.setdefault(call.role, [0, 0, 0, 0, 0])
+            for i, value in enumerate((1, call.prompt_tokens, call.completion_tokens, call.cache_read_tokens,
+                                       call.cache_write_tokens)):
+                entry[i] += value or 0
+        return found
 
     @property
     def scored(self) -> bool:

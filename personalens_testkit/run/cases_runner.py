@@ -37,6 +37,8 @@ class CaseRunner:
         self.recording = recording
         self._built: list[Assistant] = []
         self._ahead: EvaluateAhead | None = None
+        #: False once the run is told to stop: no case starts ahead (the plugin sets it to read the stop signal)
+        self.may_start: Callable[[], bool] = lambda: True
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -63,8 +65,12 @@ class CaseRunner:
             return  # every case reports it
         self._ahead = EvaluateAhead(
             [(nodeid, scenario, repeat, self.recording.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
-            self.evaluate, self.settings.concurrency, upcoming,
+            self.evaluate, self.settings.concurrency, upcoming, may_start=self.may_start,
         )
+
+    def started(self, nodeid: str) -> bool:
+        """Whether this case's evaluation was started ahead of its pytest case."""
+        return self._ahead is not None and self._ahead.started(nodeid)
 
     def evaluate_case(self, nodeid: str, scenario: Scenario, repeat: int = 1) -> Evaluation:
         """A pytest case's evaluation: from the ones under way ahead, or made now; never raises."""

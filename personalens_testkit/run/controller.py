@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..costs.prices import load_prices
 from ..errors import StorageError
 from ..evaluation import Evaluation
 from ..results.rows import Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
+from .budget import Budget
+from .cost_estimate import of_run, priced_spec
 from .stop import Breaker
 
 
@@ -37,14 +40,19 @@ class RunController:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.breaker = Breaker(run.settings.stop_after_errors)
+        #: --max-cost (None: no budget), set up once the lanes are known (:meth:`start`)
+        self.budget: Budget | None = None
         #: why the run stopped early, if it did
         self.stopped: str | None = None
 
-    def start(self) -> None:
-        """Before the first case: the results file exists with room reserved, the stop signal is ready."""
+    def start(self, lanes: int = 1) -> None:
+        """Before the first case: the results file exists with room reserved, the stop signal is ready, and the
+        budget knows how many cases are under way at once (``lanes``)."""
         assert self.run.writer is not None
         self.run.writer.open()
         self.run.stop_signal.prepare()
+        if self.run.settings.max_cost is not None:
+            self.budget = make_budget(self.run, lanes)
 
     def record(self, line: str, error: dict[str, Any] | None, nodeid: str) -> str | None:
         """Write one case's row; the reason to stop the run now, if there is one."""
@@ -57,6 +65,8 @@ class RunController:
         if writer.out_of_room is not None:
             return self._stop(f"no room left for more result rows: {writer.out_of_room}")
         reason = self.breaker.observe({"status": "error", "error": error} if error else {})
+        if reason is None and self.budget is not None:
+            reason = self.budget.observe(line)
         return self._stop(reason) if reason is not None else None
 
     def _stop(self, reason: str) -> str | None:
@@ -65,3 +75,14 @@ class RunController:
         self.stopped = reason
         self.run.stop_signal.raise_(reason)
         return reason
+
+
+def make_budget(run: Run, lanes: int) -> Budget:
+    s = run.settings
+    estimate = of_run(run)
+    live = max(1, estimate.live_cases[1])
+    point = estimate.known_cost[1]
+    specs = {role: (None if role == "assistant" and run.assistant.is_bot else priced_spec(s, spec))
+             for role, spec in s.model_specs().items()}
+    return Budget(limit=float(s.max_cost or 0), prices=load_prices(s.prices), specs=specs, lanes=max(1, lanes),
+                  expected_per_case=point / live)

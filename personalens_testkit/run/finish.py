@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration.report import CalibrationReport
+from ..costs.prices import load_prices
 from ..errors import StorageError
 from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
@@ -35,7 +36,8 @@ class RunOutcome:
 
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
-               calibration: CalibrationReport | None = None, written: set[bytes] | None = None) -> RunOutcome:
+               calibration: CalibrationReport | None = None, written: set[bytes] | None = None,
+               not_run: tuple[int, str] | None = None) -> RunOutcome:
     rows = read_rows(results, written=written)
     comparison = base_rows = None
     retest = measure(rows, share=settings.judge_retest or None, confidence=thresholds.aggregate.confidence)
@@ -56,7 +58,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
     enforced = not recording.plan.checks_reproduction
     report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
                           expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows,
-                          retest=retest)
+                          retest=retest, not_run=not_run, prices=load_prices(settings.prices))
     failures: list[str] = []  # report files that could not be written
     written = write_report_files(
         report, json_path=settings.json_report or run_dir / "report.json",

@@ -7,9 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 
+from ..costs.estimate import format_estimate
+from ..costs.spend import format_cost
 from ..errors import UsageError
 from ..gating.expectations import location
 from ..llm.registry import describe
+from .cost_estimate import of_run
 from .state import Run
 
 
@@ -80,6 +83,7 @@ def header_lines(run: Run, workers: int = 0) -> list[str]:
     lines = [run.recording.summary(), *run.cases.header_lines()]
     spread = workers_line(workers, run.settings.concurrency, embedded=run.models.uses_embedded, cores=usable_cores())
     lines += [spread] if spread else []
+    lines += cost_lines(run)
     if run.expectations is not None:
         known = sum(1 for e in run.expectations.scenarios.values() if e.outcome != "pass")
         path = location(run.settings.expectations, run.settings.cassette_dir, run.settings.assistant)
@@ -89,3 +93,22 @@ def header_lines(run: Run, workers: int = 0) -> list[str]:
         lines.append(f"NO AGGREGATE GATE is set in {run.recording.shown(run.settings.thresholds_path)}: the run is "
                      "judged by the per-scenario floors alone")
     return lines
+
+
+def cost_lines(run: Run) -> list[str]:
+    """A live run's cost estimate (the same as `personalens estimate`), and its budget; a budget whose spend cannot
+    be priced is refused."""
+    s = run.settings
+    if not run.recording.live_roles and s.max_cost is None:
+        return []
+    estimate = of_run(run)
+    lines = format_estimate(estimate)
+    if s.max_cost is not None:
+        unknown = [r for r in estimate.roles if r.cost is None and not (r.role == "assistant" and run.assistant.is_bot)]
+        if unknown:
+            raise UsageError(f"--max-cost: the {unknown[0].role.replace('_', ' ')}'s cost is unknown ({unknown[0].unknown}): "
+                             "a budget needs every spending role priced")
+        lines.append(f"budget --max-cost {format_cost(s.max_cost)}: no case starts once the spend would pass it"
+                     + (" (the bot's own model calls are not counted)" if run.assistant.is_bot else ""))
+    return lines
+

@@ -138,14 +138,21 @@ class Run:
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 
-    def finish(self) -> RunOutcome | None:
-        """Controller, at the end: the report over every worker's rows, its files, the verdict."""
+    def finish(self, stopped: str | None = None) -> RunOutcome | None:
+        """Controller, at the end: the report over every worker's rows, its files, the verdict (``stopped``: why the
+        run stopped early - its cases not started are reported as not run)."""
         if self.writer is None or not self.writer.path.is_file():
             return None
         self.writer.close()
+        not_run = None
+        if stopped is not None:
+            ran = self.writer.count - len(self.cases.resumed)
+            not_run = (max(0, len(self.recording.plan.runnable) - ran),
+                       f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}")
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
-                          expectations=self.expectations, calibration=self.calibration, written=self.writer.written)
+                          expectations=self.expectations, calibration=self.calibration, written=self.writer.written,
+                          not_run=not_run)
 
     def close(self) -> None:
         if "runner" in self.__dict__:

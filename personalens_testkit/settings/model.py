@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from ..assistants.base import ContextSwitches
 from ..assistants.entries import ReferenceEntry
@@ -76,6 +76,10 @@ class RunSettings:
     concurrency: int = 1
     #: stop the run after this many cases in a row fail with the same error from one endpoint (0: never)
     stop_after_errors: int = DEFAULT_STOP_AFTER_ERRORS
+    #: stop starting cases once the spend would pass this many US dollars (None: no limit)
+    max_cost: Optional[float] = None
+    #: the config's ``[prices."MODEL"]`` entries, over the shipped price table
+    prices: dict[str, Any] = field(default_factory=dict)
     #: environment variables whose values are secrets, beyond those named like one
     secret_env: tuple[str, ...] = ()
     local: LocalServerSettings = field(default_factory=LocalServerSettings)

@@ -45,6 +45,8 @@ def _config_fields() -> dict[str, Any]:
     fields["models"] = (dict[str, ModelEntry], Field(default_factory=dict))
     fields["assistants"] = (dict[str, AssistantEntry], Field(default_factory=dict))
     fields["presets"] = (dict[str, PresetConfig], Field(default_factory=dict))  # type: ignore[valid-type]
+    # checked where the price table is built (costs/prices.py), with one line naming the model and the field
+    fields["prices"] = (dict[str, Any], Field(default_factory=dict))
     return fields
 
 

@@ -201,6 +201,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stop_after_errors", f"stop the run after N cases in a row fail with the same error from one model or bot "
             f"(default {DEFAULT_STOP_AFTER_ERRORS}; 0: never)", "int", metavar="N", low=0,
             default=DEFAULT_STOP_AFTER_ERRORS, zero_means="never"),
+    Setting("max_cost", "stop starting cases once the spend (live calls, priced from the price table) plus the running "
+            "cases' expected spend would pass USD; cases not started are reported as not run because of the budget, "
+            "and --resume continues (default: no limit)", "float", metavar="USD", above=0),
     Setting("secret_env", "names of environment variables whose values are secrets, beyond those named like one",
             "list", flag=None, default=()),
 )

@@ -1,0 +1,149 @@
+"""Cost through a run: every output prices the live calls per role (and what the replayed ones would have cost),
+`personalens estimate` says before a run what it will spend without calling a model, and --max-cost stops
+starting cases before the spend would pass it - live against a loopback model that reports token counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from personalens_testkit.cli import main as cli
+from personalens_testkit.costs.prices import load_prices
+from personalens_testkit.costs.spend import call_cost
+
+from .support.fake_llm import FakeLLM, Script
+from .support.project import latest_results, read_rows, suite_project
+
+SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
+WIDE = ["--profiles", "7", "--domains", "Alarm,Books,Calendar", "--max-turns", "2", "--task-kind", "sd"]
+GATES = "version: 1\nscenario: {task_completion: null, personalization: null}\naggregate: {min_n: 1, gates: []}\n"
+PRICES = """
+[prices."fake-user"]
+input = 2.0
+output = 8.0
+[prices."fake-bot"]
+input = 1.0
+output = 4.0
+[prices."fake-judge"]
+input = 3.0
+output = 15.0
+cached_input = 0.3
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    project = suite_project(pytester, 'record_mode = "all"\n' + PRICES)
+    (project.path / "thresholds.yaml").write_text(GATES)
+    return project
+
+
+def run(project: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
+    project._monkeypatch.setenv("OPENAI_BASE_URL", url)  # noqa: SLF001
+    return project.runpytest(*SPECS, *WIDE, *args)
+
+
+def report(project: pytest.Pytester) -> dict:
+    return json.loads((latest_results(project.path).parent / "report.json").read_text())
+
+
+def priced(rows: list[dict], *, replayed: bool) -> dict[str, float]:
+    """Each role's cost, worked out here from the rows' calls and the config's prices."""
+    table = load_prices({"fake-user": {"input": 2.0, "output": 8.0}, "fake-bot": {"input": 1.0, "output": 4.0},
+                         "fake-judge": {"input": 3.0, "output": 15.0, "cached_input": 0.3}})
+    spec = {"user_agent": "openai:fake-user", "assistant": "openai:fake-bot", "judge": "openai:fake-judge"}
+    found = dict.fromkeys(spec, 0.0)
+    for row in rows:
+        for call in row["calls"]:
+            if call["replayed"] == replayed:
+                found[call["role"]] += call_cost(table.lookup(spec[call["role"]]), spec[call["role"]],
+                                                 prompt_tokens=call["prompt_tokens"],
+                                                 completion_tokens=call["completion_tokens"])
+    return found
+
+
+def test_every_output_prices_the_live_calls_and_a_replay_spends_nothing(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        live = run(project, fake.url)
+    live.assert_outcomes(passed=13)
+    data = report(project)
+    expected = priced(data["rows"], replayed=False)
+    cost = data["cost"]
+    for role, value in expected.items():
+        assert value > 0 and cost["roles"][role]["spent"] == pytest.approx(value)
+    assert cost["total_spent"] == pytest.approx(sum(expected.values()))
+    out = live.stdout.str()
+    assert "cost: $" in out and "user agent $" in out and "judge $" in out
+    folder = latest_results(project.path).parent
+    assert "cost (live calls)" in (folder / "report.html").read_text()
+    assert "cost: $" in (folder / "summary.md").read_text()
+    # the same cases replayed: nothing spent now, and what replaying saved is what the recording cost
+    replay = run(project, "http://127.0.0.1:9/v1", "--record-mode", "none")
+    replay.assert_outcomes(passed=13)
+    again = report(project)["cost"]
+    assert again["total_spent"] == 0
+    assert again["total_replayed_value"] == pytest.approx(cost["total_spent"])
+    assert "replaying saved $" in replay.stdout.str()
+
+
+def test_estimate_before_a_run_measures_a_recording_and_calls_no_model(project, capsys, monkeypatch):
+    monkeypatch.chdir(project.path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing answers there: no call may be made
+    assert cli(["estimate", *SPECS, *WIDE, "--record-mode", "all", "--json"]) == 0
+    shaped = json.loads(capsys.readouterr().out)
+    assert shaped["cases"] == 13 and shaped["measured"] == 0 and shaped["total_cost"] is not None
+    low, point, high = shaped["total_cost"]
+    assert 0 < low <= point <= high
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url).assert_outcomes(passed=13)
+    spent = report(project)["cost"]["total_spent"]
+    capsys.readouterr()
+    assert cli(["estimate", *SPECS, *WIDE, "--record-mode", "all", "--json"]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["measured"] == 13 and measured["total_cost"][1] == pytest.approx(spent, rel=0.25)
+    # a replay spends nothing; an unpriced judge is "cost unknown", never a number
+    assert cli(["estimate", *SPECS, *WIDE]) == 0
+    assert "total       $0" in capsys.readouterr().out
+    assert cli(["estimate", *SPECS, *WIDE, "--record-mode", "all", "--judge-model", "openai:unpriced-judge"]) == 0
+    out = capsys.readouterr().out
+    assert 'cost unknown: no price for openai:unpriced-judge (add [tool.personalens.prices."unpriced-judge"])' in out
+    assert "total       cost unknown (known part: $" in out
+
+
+def test_a_live_run_prints_its_estimate_in_its_header(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake.url, "-k", "task-1")
+    out = result.stdout.str()
+    assert "personalens: estimate: " in out and "personalens:   total       $" in out
+
+
+def test_a_budget_stops_starting_cases_keeps_every_row_and_resume_finishes(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url, "-k", "Alarm-task-1").assert_outcomes(passed=1)
+    one_case = report(project)["cost"]["total_spent"]
+    budget = one_case * 3.5
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        stopped = run(project, fake.url, "--max-cost", f"{budget:.8f}")
+    out = stopped.stdout.str()
+    assert stopped.ret != 0 and "STOPPED early: the budget: spent $" in out
+    data = report(project)
+    rows = read_rows(latest_results(project.path))
+    assert len(rows) == len(data["rows"]) < 13 and data["counts"]["not_run"] == 13 - len(rows)
+    assert data["cost"]["total_spent"] <= budget
+    assert data["verdict"]["outcome"] == "inconclusive" and "not run" in data["verdict"]["headline"]
+    results = latest_results(project.path)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        resumed = run(project, fake.url, "--resume", str(results))
+    assert resumed.ret == 0, resumed.stdout.str()[-2000:]
+    assert len(read_rows(latest_results(project.path))) == 13
+
+
+def test_a_budget_with_an_unpriced_role_is_refused(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake.url, "--max-cost", "1", "--judge-model", "openai:unpriced-judge")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("--max-cost: the judge's cost is unknown (no price for openai:unpriced-judge (add "
+            '[tool.personalens.prices."unpriced-judge"])): a budget needs every spending role priced') in result.stderr.str()
+    assert not list(Path(project.path).glob("personalens-results/*/results.jsonl"))
