@@ -22,6 +22,7 @@ from .plugin_support import (
     STATE, ControllerHooks, ProgressHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
 )
 from .run.controller import case_row
+from .run.early_stop import stratified_order
 from .run.header import check_calibration, header_lines, identity_lines
 from .run.state import Run, new_run_id
 from .secrets import redact, register_secret_names
@@ -160,6 +161,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if not empty(item)]
     run = config.stash.get(STATE, None)
+    if run is not None and run.settings.stop_when_decided:  # every process sorts alike: xdist sees one order
+        place = stratified_order(list({case[0].scenario_id: case[0] for item in items if (case := is_case(item))}.values()),
+                                 run.settings.order_seed)
+        items.sort(key=lambda item: (0, place[c[0].scenario_id], c[1]) if (c := is_case(item)) else (1, 0.0, 0))
     # a whole-run replay checks that each case reproduces its recording, whatever it scored: no expectation applies
     reproducing = run is None or run.recording.plan.checks_reproduction
     expectations = None if reproducing else run.expectations

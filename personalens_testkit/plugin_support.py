@@ -15,7 +15,8 @@ import pytest
 from .agents.dialogue import ON_TURN
 from .data.models import Scenario
 from .errors import PersonalensError
-from .report.summary import format_comparison, format_summary, format_verdict
+from .report.summary import format_comparison, format_summary, format_verdict, savings_lines
+from .run.early_stop import decision_of
 from .run.controller import RunController
 from .run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
 from .run.state import Run
@@ -143,6 +144,9 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        workers = getattr(session.config.option, "numprocesses", None)
+        workers = workers if isinstance(workers, int) and workers > 0 else 1
+        self.controller.lanes = workers * self.run.settings.concurrency
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -153,10 +157,8 @@ class ControllerHooks:
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
         """Before the first case: the results file exists with room reserved, and the stop signal is ready."""
         if not session.config.option.collectonly and any(is_case(item) for item in session.items):
-            workers = getattr(session.config.option, "numprocesses", None)
-            workers = workers if isinstance(workers, int) and workers > 0 else 1
             try:
-                self.controller.start(lanes=workers * self.run.settings.concurrency)
+                self.controller.start()
             except PersonalensError as exc:
                 raise pytest.UsageError(redact(f"personalens: {exc}")) from None
         return (yield)
@@ -184,6 +186,8 @@ class ControllerHooks:
         if self.outcome is None:
             return
         self.failures += self.outcome.failures + self.outcome.verdict.failures
+        if decision_of(self.controller.stopped) and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            session.exitstatus = pytest.ExitCode.OK  # stopped because the verdict was decided: the verdict says
         nothing_left = session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and bool(self.run.cases.resumed)
         if self.failures and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -211,7 +215,10 @@ class ControllerHooks:
         writer = self.run.writer
         if writer is not None and writer.count:
             write(f"personalens: {writer.count} result rows -> {writer.path}")
-        if self.controller.stopped is not None and writer is not None:
+        if decision_of(self.controller.stopped) and outcome is not None:
+            for line in savings_lines(outcome.report):
+                write(f"personalens: {line}", bold=True)
+        elif self.controller.stopped is not None and writer is not None:
             write(redact(f"personalens: STOPPED early: {self.controller.stopped}; every case run has its row; finish "
                          f"the run with --resume {writer.path}"), red=True, bold=True)
         for kind, path in (outcome.written.items() if outcome is not None else ()):

@@ -181,9 +181,10 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
 def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: AggregateGates, *,
                 gates_enforced: bool = True, comparison: Comparison | None = None,
                 expectations: Expectations | None = None, problems: Sequence[str] = (),
-                not_run: str | None = None) -> RunVerdict:
+                not_run: str | None = None, decided: tuple[str, int] | None = None) -> RunVerdict:
     """``problems``: what else failed the run (results that could not be kept), each a failed check; ``not_run``:
-    why some selected cases were not run (the run stopped early): the verdict cannot be a pass."""
+    why some selected cases were not run (the run stopped early): the verdict cannot be a pass; ``decided``: the
+    sequential decision that stopped a ``--stop-when-decided`` run, and how many cases it left unneeded."""
     verdicts: dict[str, list[str]] = {}
     for row in rows:
         verdicts.setdefault(row_verdict(row, expectations), []).append(row.case_id)
@@ -213,6 +214,10 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     checks += [RunCheck(name="run files", outcome="failed", message=problem, inconclusive=True) for problem in problems]
     if not_run:
         checks.append(RunCheck(name="cases not run", outcome="failed", message=not_run, inconclusive=True))
+    if decided:
+        reason, unneeded = decided
+        checks.append(RunCheck(name="decided early", outcome="failed" if reason.startswith("decided red") else "passed",
+                               message=f"{reason}; {unneeded} case(s) not needed (not run, never counted as passed)"))
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
     undecided = [check.message for check in checks if check.outcome == "skipped" and check.inconclusive]

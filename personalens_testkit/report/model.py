@@ -206,10 +206,11 @@ def build_report(
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
     calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
-    retest: JudgeRetest | None = None, not_run: tuple[int, str] | None = None, prices: PriceTable | None = None,
+    retest: JudgeRetest | None = None, not_run: tuple[int, str, bool] | None = None, prices: PriceTable | None = None,
 ) -> RunReport:
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own;
-    ``not_run``: how many selected cases the run did not start, and why (it stopped early); ``prices``: the price
+    ``not_run``: how many selected cases the run did not start, why, and whether they were needed (a run stopped
+    early; not needed: ``--stop-when-decided`` decided the verdict); ``prices``: the price
     table with the project's overrides (default: the shipped one)."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
@@ -220,12 +221,13 @@ def build_report(
         statuses[row.status] += 1
         if row.status == "error":
             sources[row.error.source if row.error else "setup"] += 1
+    needed = not_run is not None and not_run[2]
     if not_run and not_run[0]:
-        statuses["not_run"] = not_run[0]
+        statuses["not_run" if needed else "not_needed"] = not_run[0]
     verdict = run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
                           expectations=expectations, problems=problems,
-                          not_run=f"{not_run[0]} selected case(s) not run: {not_run[1]}" if not_run and not_run[0]
-                          else None)
+                          not_run=f"{not_run[0]} selected case(s) not run: {not_run[1]}" if needed and not_run[0]
+                          else None, decided=None if needed or not not_run else (not_run[1], not_run[0]))
     return RunReport(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
         settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),

@@ -193,3 +193,22 @@ def format_comparison(comparison: Comparison) -> list[str]:
     lines.append("verdict: " + ("a significant drop beyond the margin" if drop else "no significant drop")
                  + ("; the coverage fails" if comparison.coverage_failure else ""))
     return lines
+
+
+def savings_lines(report: RunReport) -> list[str]:
+    """A run that stopped when its verdict was decided: the decision, and what the cases not needed would have
+    spent (the cases run's mean per case, times the cases not run)."""
+    unneeded = report.counts.get("not_needed", 0)
+    check = next((c for c in report.verdict.checks if c.name == "decided early"), None)
+    if check is None:
+        return []
+    lines = [f"stopped when decided: {check.message}"]
+    ran = max(1, sum(report.counts.get(k, 0) for k in ("passed", "failed", "error")))
+    calls = sum(v["calls"] - v["replayed"] for v in report.ledger.total.values())
+    tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in report.ledger.total.values())
+    cost = report.cost.total_spent if report.cost is not None else None
+    saved_cost = format_cost(cost * unneeded / ran) if cost is not None else "cost unknown"
+    lines.append(f"saved against the full selection ({ran + unneeded} cases): about {round(calls * unneeded / ran):,} "
+                 f"live calls, {round(tokens * unneeded / ran):,} tokens and {saved_cost} "
+                 f"({unneeded} case(s) not run x this run's mean per case)")
+    return lines

@@ -8,10 +8,12 @@ from typing import Any, Sequence
 from ..costs.prices import load_prices
 from ..errors import StorageError
 from ..evaluation import Evaluation
-from ..results.rows import Status, build_row, error_row
+from ..results.files import load_rows
+from ..results.rows import ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
 from .budget import Budget
+from .early_stop import EarlyStop
 from .cost_estimate import of_run, priced_spec
 from .stop import Breaker
 
@@ -42,22 +44,35 @@ class RunController:
         self.breaker = Breaker(run.settings.stop_after_errors)
         #: --max-cost (None: no budget), set up once the lanes are known (:meth:`start`)
         self.budget: Budget | None = None
+        #: --stop-when-decided (None: the run runs every case)
+        self.early: EarlyStop | None = None
+        #: cases under way at once (xdist workers x --concurrency), set before the first row
+        self.lanes = 1
+        self._armed = False
         #: why the run stopped early, if it did
         self.stopped: str | None = None
 
-    def start(self, lanes: int = 1) -> None:
-        """Before the first case: the results file exists with room reserved, the stop signal is ready, and the
-        budget knows how many cases are under way at once (``lanes``)."""
+    def start(self) -> None:
+        """Before the first case: the results file exists with room reserved, the stop signal is ready."""
         assert self.run.writer is not None
         self.run.writer.open()
         self.run.stop_signal.prepare()
+
+    def _arm(self) -> None:
+        """At the first row (an xdist controller collects no case: it learns of the run from its rows): the budget
+        and the early decision, if the run asks for them."""
+        self._armed = True
         if self.run.settings.max_cost is not None:
-            self.budget = make_budget(self.run, lanes)
+            self.budget = make_budget(self.run, self.lanes)
+        if self.run.settings.stop_when_decided:
+            self.early = make_early_stop(self.run)
 
     def record(self, line: str, error: dict[str, Any] | None, nodeid: str) -> str | None:
         """Write one case's row; the reason to stop the run now, if there is one."""
         writer = self.run.writer
         assert writer is not None
+        if not self._armed:
+            self._arm()
         try:
             writer.write_json(line)
         except StorageError as exc:
@@ -67,6 +82,8 @@ class RunController:
         reason = self.breaker.observe({"status": "error", "error": error} if error else {})
         if reason is None and self.budget is not None:
             reason = self.budget.observe(line)
+        if reason is None and self.early is not None:
+            reason = self.early.observe(ResultRow.model_validate_json(line))
         return self._stop(reason) if reason is not None else None
 
     def _stop(self, reason: str) -> str | None:
@@ -86,3 +103,12 @@ def make_budget(run: Run, lanes: int) -> Budget:
              for role, spec in s.model_specs().items()}
     return Budget(limit=float(s.max_cost or 0), prices=load_prices(s.prices), specs=specs, lanes=max(1, lanes),
                   expected_per_case=point / live)
+
+
+def make_early_stop(run: Run) -> EarlyStop:
+    s = run.settings
+    cases = run.recording.plan.runnable
+    domains = sorted({sc.domains[0] for sc, _ in cases if sc.kind.value == "sd" and sc.domains})
+    base = load_rows(s.baseline, what="--baseline") if s.baseline is not None else None
+    return EarlyStop.build(run.thresholds.aggregate, domains, enforced=not run.recording.plan.checks_reproduction,
+                           repeat=s.repeat, base_rows=base, margin=s.baseline_margin or 0.0)

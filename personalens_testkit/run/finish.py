@@ -37,7 +37,7 @@ class RunOutcome:
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
                calibration: CalibrationReport | None = None, written: set[bytes] | None = None,
-               not_run: tuple[int, str] | None = None) -> RunOutcome:
+               not_run: tuple[int, str, bool] | None = None) -> RunOutcome:
     rows = read_rows(results, written=written)
     comparison = base_rows = None
     retest = measure(rows, share=settings.judge_retest or None, confidence=thresholds.aggregate.confidence)

@@ -84,6 +84,10 @@ def header_lines(run: Run, workers: int = 0) -> list[str]:
     spread = workers_line(workers, run.settings.concurrency, embedded=run.models.uses_embedded, cores=usable_cores())
     lines += [spread] if spread else []
     lines += cost_lines(run)
+    if run.settings.stop_when_decided:
+        lines.append(f"order: stratified random by task kind and domain, seed {run.settings.order_seed} "
+                     f"(--order-seed); stops starting cases once the gates and the baseline are decided at "
+                     f"{run.thresholds.aggregate.confidence:.0%} confidence (a confidence sequence per test, Bonferroni)")
     if run.expectations is not None:
         known = sum(1 for e in run.expectations.scenarios.values() if e.outcome != "pass")
         path = location(run.settings.expectations, run.settings.cassette_dir, run.settings.assistant)

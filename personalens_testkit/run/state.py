@@ -24,6 +24,7 @@ from ..settings import RunSettings
 from .assistant import AssistantUnderTest
 from .cases import RunCases
 from .cases_runner import CaseRunner
+from .early_stop import decision_of
 from .finish import RunOutcome, finish_run, settings_snapshot
 from .models import ModelPool
 from .recording import Recording
@@ -147,8 +148,9 @@ class Run:
         not_run = None
         if stopped is not None:
             ran = self.writer.count - len(self.cases.resumed)
-            not_run = (max(0, len(self.recording.plan.runnable) - ran),
-                       f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}")
+            left = max(0, len(self.recording.plan.runnable) - ran)
+            not_run = (left, stopped, False) if decision_of(stopped) else (
+                left, f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}", True)
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
                           expectations=self.expectations, calibration=self.calibration, written=self.writer.written,

@@ -78,6 +78,9 @@ class RunSettings:
     stop_after_errors: int = DEFAULT_STOP_AFTER_ERRORS
     #: stop starting cases once the spend would pass this many US dollars (None: no limit)
     max_cost: Optional[float] = None
+    #: run in a stratified random order and stop once the verdict is decided (run/early_stop.py)
+    stop_when_decided: bool = False
+    order_seed: int = 0
     #: the config's ``[prices."MODEL"]`` entries, over the shipped price table
     prices: dict[str, Any] = field(default_factory=dict)
     #: environment variables whose values are secrets, beyond those named like one

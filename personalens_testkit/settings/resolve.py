@@ -105,6 +105,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         shard=parse_shard(values["shard"]) if values["shard"] else None,
         limits=Limits(max_rps=values["max_rps"], max_concurrency=values["max_concurrency"]),
         concurrency=values["concurrency"], stop_after_errors=values["stop_after_errors"], max_cost=values["max_cost"],
+        stop_when_decided=bool(values["stop_when_decided"]), order_seed=values["order_seed"],
         prices=dict(config.prices),
         secret_env=tuple(values["secret_env"]), local=_local(config, rootdir), local_url=values["local_url"],
         openai_base_url=values["openai_base_url"], openai_api_key_env=values["openai_api_key_env"],

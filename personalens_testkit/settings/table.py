@@ -204,6 +204,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_cost", "stop starting cases once the spend (live calls, priced from the price table) plus the running "
             "cases' expected spend would pass USD; cases not started are reported as not run because of the budget, "
             "and --resume continues (default: no limit)", "float", metavar="USD", above=0),
+    Setting("stop_when_decided", "run the cases in a stratified random order and stop starting cases once the verdict "
+            "(the enforced gates and the baseline's differences) is decided at the thresholds' confidence, by a "
+            "confidence sequence valid at every look; the cases not needed are reported as such", "flag"),
+    Setting("order_seed", "the seed of --stop-when-decided's stratified random order (default 0; printed)", "int",
+            metavar="N", low=0, default=0),
     Setting("secret_env", "names of environment variables whose values are secrets, beyond those named like one",
             "list", flag=None, default=()),
 )
