@@ -199,7 +199,7 @@ def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, h
     if measured:
         lines.append(f"{measured} live case(s) from the recording's measured tokens")
     if shaped:
-        lines.append(f"{shaped} live case(s) from the protocol's shape (low: 2 turns, short messages; point: half the "
+        lines.append(f"{shaped} live case(s) from the protocol's shape (low: one turn, short messages; point: half the "
                      "turn limit; high: the turn limit, long messages; tokens = characters / 4)")
     lines.append("prompt caching, where a provider applies it, lowers the live cost")
     return lines

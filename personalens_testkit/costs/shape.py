@@ -5,7 +5,7 @@ The user agent's, the assistant's and the judge's prompts are the ones a run sen
 preferences and task, the growing dialogue, ``--turn-level``, ``--leak-check``, ``--judge-retest`` - so the only
 assumptions are how long the dialogue runs and how long each message is. Three cases bound a scenario:
 
-- **short**: the user agent ends after 2 turns; short messages;
+- **short**: the user agent ends after the first reply; short messages;
 - **typical**: half the turn limit; messages of typical length;
 - **long**: the dialogue runs to the turn limit (20 single-domain, 30 multi-domain); long messages.
 
@@ -37,21 +37,21 @@ class Length:
     """A dialogue length and its message sizes, in characters."""
 
     name: str
-    #: turns as a share of the turn limit (at least 2 turns)
+    #: turns as a share of the turn limit (at least 1 turn)
     share: float
     user: int
     assistant: int
     judge: int
 
 
-SHORT = Length("short", 0.0, user=80, assistant=250, judge=200)
+SHORT = Length("short", 0.0, user=40, assistant=80, judge=100)
 TYPICAL = Length("typical", 0.5, user=160, assistant=600, judge=450)
 LONG = Length("long", 1.0, user=320, assistant=1400, judge=900)
 LENGTHS = (SHORT, TYPICAL, LONG)
 
 
 def turns_of(length: Length, limit: int) -> int:
-    return max(min(2, limit), round(length.share * limit))
+    return max(1, round(length.share * limit))
 
 
 @dataclass
