@@ -22,7 +22,7 @@ from .plugin_support import (
     STATE, ControllerHooks, ProgressHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
 )
 from .run.controller import case_row
-from .run.early_stop import stratified_order
+from .run.early_stop import order_key
 from .run.header import check_calibration, header_lines, identity_lines
 from .run.state import Run, new_run_id
 from .secrets import redact, register_secret_names
@@ -36,7 +36,6 @@ SHORTFALLS = pytest.StashKey[list]()
 VERDICT = pytest.StashKey[str]()
 MARKER = "personalens"
 WORKER_KEY = "personalens"
-_TYPES = {"int": int, "float": float}
 
 
 class KnownFailure(Exception):
@@ -47,13 +46,8 @@ class KnownFailure(Exception):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("personalens", "PersonaLens personalization benchmark")
     for setting in SETTINGS:
-        if setting.option is None:
-            continue
-        if setting.kind == "flag":
-            group.addoption(setting.option, action="store_true", default=None, help=setting.help)
-        else:
-            group.addoption(setting.option, type=_TYPES.get(setting.kind, str), default=None, metavar=setting.metavar,
-                            help=setting.help)
+        if setting.option is not None:
+            group.addoption(setting.option, **setting.option_arguments())
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -147,7 +141,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") and upcoming is None:
         return  # a work-stealing scheduler takes queued cases back: no case is evaluated before it is run
     cases = [(item.nodeid, *is_case(item)) for item in session.items if is_case(item)]
-    run.runner.may_start = lambda: run.stop_signal.reason() is None
     run.runner.evaluate_ahead(cases, upcoming)  # type: ignore[arg-type]
 
 
@@ -162,9 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not empty(item)]
     run = config.stash.get(STATE, None)
     if run is not None and run.settings.stop_when_decided:  # every process sorts alike: xdist sees one order
-        place = stratified_order(list({case[0].scenario_id: case[0] for item in items if (case := is_case(item))}.values()),
-                                 run.settings.order_seed)
-        items.sort(key=lambda item: (0, place[c[0].scenario_id], c[1]) if (c := is_case(item)) else (1, 0.0, 0))
+        items.sort(key=order_key([case for item in items if (case := is_case(item))], run.settings.order_seed, is_case))
     # a whole-run replay checks that each case reproduces its recording, whatever it scored: no expectation applies
     reproducing = run is None or run.recording.plan.checks_reproduction
     expectations = None if reproducing else run.expectations

@@ -15,9 +15,9 @@ import pytest
 from .agents.dialogue import ON_TURN
 from .data.models import Scenario
 from .errors import PersonalensError
-from .report.summary import format_comparison, format_summary, format_verdict, savings_lines
+from .report.summary import format_comparison, format_summary, format_verdict, stop_lines
 from .run.early_stop import decision_of
-from .run.controller import RunController
+from .run.controller import RunController, lanes
 from .run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
 from .run.state import Run
 from .scheduling import make_scheduler
@@ -144,9 +144,7 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
-        workers = getattr(session.config.option, "numprocesses", None)
-        workers = workers if isinstance(workers, int) and workers > 0 else 1
-        self.controller.lanes = workers * self.run.settings.concurrency
+        self.controller.lanes = lanes(getattr(session.config.option, "numprocesses", None), self.run.settings.concurrency)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -165,9 +163,8 @@ class ControllerHooks:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         line = getattr(report, "personalens_row", None)
-        if line is None or self.run.writer is None:
-            return
-        reason = self.controller.record(line, getattr(report, "personalens_error", None), report.nodeid)
+        reason = None if line is None or self.run.writer is None else \
+            self.controller.record(line, getattr(report, "personalens_error", None), report.nodeid)
         if reason is not None and self.session is not None:  # no further case starts, here or in a worker
             message = f"personalens: stopped: {reason}"
             self.session.shouldstop = message
@@ -186,8 +183,8 @@ class ControllerHooks:
         if self.outcome is None:
             return
         self.failures += self.outcome.failures + self.outcome.verdict.failures
-        if decision_of(self.controller.stopped) and session.exitstatus == pytest.ExitCode.INTERRUPTED:
-            session.exitstatus = pytest.ExitCode.OK  # stopped because the verdict was decided: the verdict says
+        if decision_of(self.controller.stopped) and session.exitstatus == pytest.ExitCode.INTERRUPTED:  # decided:
+            session.exitstatus = pytest.ExitCode.OK  # the verdict says
         nothing_left = session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and bool(self.run.cases.resumed)
         if self.failures and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -215,12 +212,8 @@ class ControllerHooks:
         writer = self.run.writer
         if writer is not None and writer.count:
             write(f"personalens: {writer.count} result rows -> {writer.path}")
-        if decision_of(self.controller.stopped) and outcome is not None:
-            for line in savings_lines(outcome.report):
-                write(f"personalens: {line}", bold=True)
-        elif self.controller.stopped is not None and writer is not None:
-            write(redact(f"personalens: STOPPED early: {self.controller.stopped}; every case run has its row; finish "
-                         f"the run with --resume {writer.path}"), red=True, bold=True)
+        for line, early in stop_lines(self.controller.stopped, outcome.report if outcome else None, writer):
+            write(redact(f"personalens: {line}"), red=early, bold=True)
         for kind, path in (outcome.written.items() if outcome is not None else ()):
             write(f"personalens: {kind} report -> {path}")
         if outcome is not None and outcome.recorded_rows:

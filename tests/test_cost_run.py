@@ -14,7 +14,7 @@ from personalens_testkit.costs.prices import load_prices
 from personalens_testkit.costs.spend import call_cost
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, read_rows, suite_project
+from .support.project import latest_report, latest_results, read_rows, recording_project, run_against
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 WIDE = ["--profiles", "7", "--domains", "Alarm,Books,Calendar", "--max-turns", "2", "--task-kind", "sd"]
@@ -35,18 +35,15 @@ cached_input = 0.3
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    project = suite_project(pytester, 'record_mode = "all"\n' + PRICES)
-    (project.path / "thresholds.yaml").write_text(GATES)
-    return project
+    return recording_project(pytester, GATES, PRICES)
 
 
 def run(project: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
-    project._monkeypatch.setenv("OPENAI_BASE_URL", url)  # noqa: SLF001
-    return project.runpytest(*SPECS, *WIDE, *args)
+    return run_against(project, url, *SPECS, *WIDE, *args)
 
 
 def report(project: pytest.Pytester) -> dict:
-    return json.loads((latest_results(project.path).parent / "report.json").read_text())
+    return latest_report(project.path)
 
 
 def priced(rows: list[dict], *, replayed: bool) -> dict[str, float]:

@@ -5,7 +5,6 @@ replayed; the arithmetic on rows."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ from personalens_testkit.calibration.retest import MIN_PAIRS, drift_margins, mar
 from personalens_testkit.results.rows import ResultRow
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, suite_project
+from .support.project import latest_report, latest_results, recording_project, run_against
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm", "--max-turns", "2"]
@@ -40,18 +39,15 @@ def second_time(changed: dict):
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    project = suite_project(pytester, 'record_mode = "all"\n')
-    (project.path / "thresholds.yaml").write_text(GATES)
-    return project
+    return recording_project(pytester, GATES)
 
 
 def run(project: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
-    project._monkeypatch.setenv("OPENAI_BASE_URL", url)  # noqa: SLF001
-    return project.runpytest(*SPECS, *ALARM, *args)
+    return run_against(project, url, *SPECS, *ALARM, *args)
 
 
 def report(project: pytest.Pytester) -> dict:
-    return json.loads((latest_results(project.path).parent / "report.json").read_text())
+    return latest_report(project.path)
 
 
 def test_a_second_judgement_is_reported_and_never_a_score(project):

@@ -7,7 +7,6 @@ and the stop reaches every xdist worker."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import re
@@ -27,7 +26,7 @@ from personalens_testkit.gating.sequential import ConfidenceSequence
 from personalens_testkit.run.early_stop import stratified_order, stratum
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, read_rows, suite_project
+from .support.project import latest_report, latest_results, read_rows, recording_project, run_against
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 #: user 340's 82 single-domain scenarios
@@ -103,19 +102,15 @@ def test_the_order_is_stratified_seeded_and_keeps_tries_together():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    project = suite_project(pytester, 'record_mode = "all"\n')
-    (project.path / "thresholds.yaml").write_text(GATE)
-    return project
+    return recording_project(pytester, GATE)
 
 
 def run(project: pytest.Pytester, fake: FakeLLM, *args: str) -> pytest.RunResult:
-    project._monkeypatch.setenv("OPENAI_BASE_URL", fake.url)  # noqa: SLF001
-    return project.runpytest(*SPECS, *SELECTION, "--stop-when-decided", *args)
+    return run_against(project, fake.url, *SPECS, *SELECTION, "--stop-when-decided", *args)
 
 
 def outcome(project: pytest.Pytester) -> tuple[dict, list[dict]]:
-    report = json.loads((latest_results(project.path).parent / "report.json").read_text())
-    return report, read_rows(latest_results(project.path))
+    return latest_report(project.path), read_rows(latest_results(project.path))
 
 
 @pytest.mark.parametrize("workers", [0, 2])

@@ -13,8 +13,6 @@ from ..run.cases import RunCases
 from ..run.cost_estimate import run_estimate
 from ..settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
 
-_TYPES = {"int": int, "float": float}
-
 
 def _estimate(args: argparse.Namespace) -> int:
     options = {name: getattr(args, name, None) for name in OPTION_NAMES}
@@ -36,12 +34,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("estimate", help="what a run with these options would cost: calls, tokens and US dollars "
                                           "per role, with a range (no model is called)")
     for setting in SETTINGS:
-        if setting.option is None:
-            continue
-        if setting.kind == "flag":
-            cmd.add_argument(setting.option, dest=setting.name, action="store_true", default=None, help=setting.help)
-        else:
-            cmd.add_argument(setting.option, dest=setting.name, type=_TYPES.get(setting.kind, str), default=None,
-                             metavar=setting.metavar, help=setting.help)
+        if setting.option is not None:
+            cmd.add_argument(setting.option, dest=setting.name, **setting.option_arguments())
     cmd.add_argument("--json", action="store_true", help="the estimate as JSON")
     cmd.set_defaults(func=_estimate)

@@ -4,6 +4,7 @@ by source, the call ledger, repeats, injection flags and preference leaks."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..calibration.retest import describe as describe_retest
 from ..costs.spend import format_cost
@@ -212,3 +213,15 @@ def savings_lines(report: RunReport) -> list[str]:
                  f"live calls, {round(tokens * unneeded / ran):,} tokens and {saved_cost} "
                  f"({unneeded} case(s) not run x this run's mean per case)")
     return lines
+
+
+def stop_lines(stopped: str | None, report: RunReport | None, writer: Any) -> list[tuple[str, bool]]:
+    """Why a run stopped before its last case, each line with whether it is an early stop to act on (a budget, a
+    full disk, a dead endpoint: finish the run with --resume) rather than a decided verdict."""
+    if stopped is None:
+        return []
+    if stopped.startswith("decided ") and report is not None:
+        return [(line, False) for line in savings_lines(report)]
+    if writer is None:
+        return []
+    return [(f"STOPPED early: {stopped}; every case run has its row; finish the run with --resume {writer.path}", True)]

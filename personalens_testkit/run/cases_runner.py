@@ -24,6 +24,7 @@ from .concurrency import EvaluateAhead
 from .assistant import AssistantUnderTest
 from .models import ModelPool
 from .recording import Recording
+from .stop import StopSignal
 
 
 class CaseRunner:
@@ -37,8 +38,6 @@ class CaseRunner:
         self.recording = recording
         self._built: list[Assistant] = []
         self._ahead: EvaluateAhead | None = None
-        #: False once the run is told to stop: no case starts ahead (the plugin sets it to read the stop signal)
-        self.may_start: Callable[[], bool] = lambda: True
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -65,8 +64,12 @@ class CaseRunner:
             return  # every case reports it
         self._ahead = EvaluateAhead(
             [(nodeid, scenario, repeat, self.recording.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
-            self.evaluate, self.settings.concurrency, upcoming, may_start=self.may_start,
+            self.evaluate, self.settings.concurrency, upcoming, may_start=self._may_start,
         )
+
+    def _may_start(self) -> bool:
+        """False once the run is told to stop (a budget, a decided verdict, a dead endpoint): no case starts ahead."""
+        return StopSignal(self.run_dir).reason() is None
 
     def started(self, nodeid: str) -> bool:
         """Whether this case's evaluation was started ahead of its pytest case."""

@@ -112,3 +112,8 @@ def make_early_stop(run: Run) -> EarlyStop:
     base = load_rows(s.baseline, what="--baseline") if s.baseline is not None else None
     return EarlyStop.build(run.thresholds.aggregate, domains, enforced=not run.recording.plan.checks_reproduction,
                            repeat=s.repeat, base_rows=base, margin=s.baseline_margin or 0.0)
+
+
+def lanes(workers: object, concurrency: int) -> int:
+    """Cases under way at once: xdist's ``-n`` (an int once xdist has read it; 1 without xdist) x --concurrency."""
+    return (workers if isinstance(workers, int) and workers > 0 else 1) * concurrency

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..data.models import Scenario
 from ..gating.aggregate import scenario_values
@@ -50,6 +50,19 @@ def stratified_order(scenarios: Sequence[Scenario], seed: int) -> dict[str, floa
         for j, scenario in enumerate(members):
             place[scenario.scenario_id] = (j + rng.random()) / len(members)
     return place
+
+
+def order_key(cases: Sequence[tuple[Scenario, int]], seed: int,
+              case_of: Callable[[Any], tuple[Scenario, int] | None]) -> Callable[[Any], tuple[int, float, int]]:
+    """A sort key for pytest's items: the cases in the stratified order (a scenario's tries together), any other
+    item after them in its own order."""
+    place = stratified_order(list({scenario.scenario_id: scenario for scenario, _ in cases}.values()), seed)
+
+    def key(item: Any) -> tuple[int, float, int]:
+        case = case_of(item)
+        return (0, place[case[0].scenario_id], case[1]) if case else (1, 0.0, 0)
+
+    return key
 
 
 def _groups_of(row: ResultRow) -> list[str]:

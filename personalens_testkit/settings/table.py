@@ -57,6 +57,14 @@ class Setting:
     def python_type(self) -> Any:
         return _PY[self.kind]
 
+    def option_arguments(self) -> dict[str, Any]:
+        """How its command-line option is declared (pytest's ``addoption`` and argparse take the same): not given
+        is None, so the config and the environment can fill it."""
+        if self.kind == "flag":
+            return {"action": "store_true", "default": None, "help": self.help}
+        return {"type": {"int": int, "float": float}.get(self.kind, str), "default": None, "metavar": self.metavar,
+                "help": self.help}
+
     def normalised(self, value: Any) -> Any:
         """A config value in the form an option gives it (a list of a "csv" setting joined with commas)."""
         if self.kind == "csv" and isinstance(value, list):

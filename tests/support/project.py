@@ -48,3 +48,21 @@ def write_recorded(folder: Path, rows: list[dict]) -> None:
     import lzma
 
     (folder / "results.jsonl.xz").write_bytes(lzma.compress("".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")))
+
+
+def recording_project(pytester: pytest.Pytester, thresholds: str, config: str = "") -> pytest.Pytester:
+    """A suite project that records every call (``record_mode = "all"``), with these thresholds and config lines."""
+    project = suite_project(pytester, 'record_mode = "all"\n' + config)
+    (project.path / "thresholds.yaml").write_text(thresholds)
+    return project
+
+
+def run_against(project: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
+    """pytest in the project, its OpenAI-compatible models at ``url``."""
+    project._monkeypatch.setenv("OPENAI_BASE_URL", url)  # noqa: SLF001
+    return project.runpytest(*args)
+
+
+def latest_report(root: Path) -> dict:
+    """The report.json of the project's most recent run."""
+    return json.loads((latest_results(root).parent / "report.json").read_text())
