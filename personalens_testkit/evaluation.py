@@ -14,8 +14,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import ContextManager, Protocol
+from typing import ContextManager, Protocol, Sequence
 
+from .agents.calls import CallRecord
 from .agents.injection import find_injections
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
@@ -131,23 +132,25 @@ def scenario_id_of(evaluation: Evaluation) -> str:
     return case_id(evaluation.scenario.scenario_id, evaluation.repeat)
 
 
-def _judge_again(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> dict[str, object]:
+def _judge_again(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation, first: Sequence[CallRecord]) -> dict[str, object]:
     """A second judgement of the finished dialogue, in a boundary of its own: whatever fails here is this
-    measurement's error, never the case's, and the scores already judged stay as they are."""
+    measurement's error, never the case's, and the scores already judged stay as they are. ``first``: the calls
+    of the first judgement (its six scoring calls, not the turn-level or leak checks)."""
     log = evaluation.dialogue.log
     before = len(log.records)
     try:
         again = judge.judge(ctx, evaluation.dialogue.messages, log)
     except Exception as exc:  # noqa: BLE001 - recorded as this measurement's failure
         return {"error": ErrorInfo.of(exc, "judging again").describe()}
-    first = [c.replayed for c in log.records[:before] if c.role == "judge"]
-    second = [c.replayed for c in log.records[before:] if c.role == "judge"]
-    if any(second) and not all(first):
+    first_live = not all(c.replayed for c in first)
+    second_live = not all(c.replayed for c in log.records[before:] if c.role == "judge")
+    if first_live and not second_live:
         # the first judgement was drawn now and the second played back from the recording just made: that
         # is the first answer again (vcrpy replays a new_episodes recording's own new calls), not a retest
         return {"error": "the second judgement was played back from this run's own recording, not drawn again "
                          "(record with --record-mode all or once to measure the judge's noise)"}
-    return {"scores": again.scores.model_dump()}
+    return {"scores": again.scores.model_dump(), "first": "live" if first_live else "replayed",
+            "second": "live" if second_live else "replayed"}
 
 
 def _now() -> str:
@@ -219,18 +222,19 @@ class Evaluator:
                 evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
-                with cassette.phase("judging"):
+                with cassette.phase("judging"):  # one phase: a re-judging cassette is loaded once, for both judgements
                     messages = evaluation.dialogue.messages
+                    start = len(log.records)
                     evaluation.verdict = self.judge.judge(ctx, messages, log)
+                    first = log.records[start:]
                     if self.turn_level:
                         evaluation.turn_personalization = self.judge.turn_level(ctx, messages, log)
                     if self.leak_check:
                         leak = self.judge.preference_leak(ctx, messages, log)
                         evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
-                evaluation.scoring_calls = len(log.records)
-                if retest_selected(scenario_id_of(evaluation), self.retest_share):
-                    with cassette.phase("judging"):
-                        evaluation.retest = _judge_again(self.judge, ctx, evaluation)
+                    evaluation.scoring_calls = len(log.records)
+                    if retest_selected(scenario_id_of(evaluation), self.retest_share):
+                        evaluation.retest = _judge_again(self.judge, ctx, evaluation, first)
         except Exception as exc:  # every failure is the case's error, with its cause: never a lost row
             cassette.discard()
             evaluation.fail(exc, phase)

@@ -5,6 +5,7 @@ replayed; the arithmetic on rows."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from personalens_testkit.evaluation import retest_selected
 from personalens_testkit.gating.compare import compare_rows
 from personalens_testkit.calibration.retest import MIN_PAIRS, drift_margins, margin_basis, measure
+from personalens_testkit.errors import UsageError
+from personalens_testkit.results.files import load_rows
 from personalens_testkit.results.rows import ResultRow
 
 from .support.fake_llm import FakeLLM, Script
@@ -79,10 +82,13 @@ def test_a_failed_second_judgement_is_its_own_error_and_the_case_keeps_its_score
 def test_a_recording_replays_both_judgements_and_chooses_the_same_cases(project):
     with FakeLLM(Script(terminate_after=1, judge_rule=second_time({"personalization": 2}))) as fake:
         run(project, fake.url, "--judge-retest", "0.5")
-    recorded = {row["scenario_id"]: row.get("retest") for row in report(project)["rows"]}
+    def judged(row: dict):
+        return row["retest"] and (row["retest"]["scores"], row["retest"]["error"])
+
+    recorded = {row["scenario_id"]: judged(row) for row in report(project)["rows"]}
     replay = run(project, "http://127.0.0.1:9/v1", "--judge-retest", "0.5", "--record-mode", "none")
     replay.assert_outcomes(passed=4)
-    replayed = {row["scenario_id"]: row.get("retest") for row in report(project)["rows"]}
+    replayed = {row["scenario_id"]: judged(row) for row in report(project)["rows"]}
     assert replayed == recorded
     assert {sid for sid, r in replayed.items() if r} == {sid for sid in replayed if retest_selected(sid, 0.5)}
 
@@ -94,7 +100,7 @@ def test_a_second_judgement_is_never_the_first_played_back(project):
         run(project, fake.url, "--judge-retest", "1", "--record-mode", "new_episodes")
     for row in report(project)["rows"]:
         retest = row["retest"]
-        assert retest.get("scores", {}).get("personalization") == 2 or "played back" in retest.get("error", ""), retest
+        assert (retest["scores"] or {}).get("personalization") == 2 or "played back" in (retest["error"] or ""), retest
 
 
 def test_the_share_is_chosen_by_case_id_alone():
@@ -105,10 +111,17 @@ def test_the_share_is_chosen_by_case_id_alone():
     assert set(chosen) <= {i for i in ids if retest_selected(i, 0.3)}  # a larger share keeps the smaller one's cases
 
 
-def _row(i: int, first: int, second: int | None, *, status: str = "passed") -> ResultRow:
-    scores = {"task_completion": True, "personalization": first, "naturalness_user": 4,
-              "naturalness_assistant": 4, "coherence_user": 5, "coherence_assistant": 4}
-    retest = None if second is None else {"scores": {**scores, "personalization": second}}
+SCORES = {"task_completion": True, "personalization": 3, "naturalness_user": 4,
+          "naturalness_assistant": 4, "coherence_user": 5, "coherence_assistant": 4}
+
+
+def _row(i: int, first: int, second: int | None, *, status: str = "passed", judged: tuple[str, str] = ("replayed", "live"),
+         ) -> ResultRow:
+    """``judged``: whether the first and the second judgement were played back or drawn now (default: the first from
+    the recording, the second now - what measures the judge's drift)."""
+    scores = {**SCORES, "personalization": first}
+    retest = None if second is None else {"scores": {**scores, "personalization": second}, "first": judged[0],
+                                          "second": judged[1]}
     return ResultRow(scenario_id=f"user{i}-SD-Alarm-task-1", status=status,
                      scores=None if status == "error" else scores, retest=retest)
 
@@ -146,3 +159,88 @@ def test_a_drop_within_the_judges_own_drift_is_not_red_and_beyond_it_is():
     assert measured.margins["personalization"] == margins["personalization"] and "measured" in measured.margin_text()
     beyond = [_drifting(1 if i % 2 == 0 else 3, i) for i in range(60)]  # a drop of 1
     assert compare_rows(base, beyond, margin=None, measured=drift_margins(measure(beyond))).failed
+
+
+def test_only_the_recordings_judge_against_todays_sets_a_margin():
+    """Pairs played back twice are the recording's numbers (anyone could have written them); pairs drawn twice now
+    compare today's judge with itself: neither sets a margin, however far apart they are."""
+    for judged in (("replayed", "replayed"), ("live", "live")):
+        retest = measure([_row(i, 3, 1, judged=judged) for i in range(60)])
+        assert retest.dimensions[1].shift.mean == -2  # reported as they are
+        assert drift_margins(retest) == {metric: 0 for metric in drift_margins(None)}
+        assert "none measured" in margin_basis(retest, drift_margins(retest))
+    # the drift applies only to the share of scores judged now: a replayed score carries none
+    retest = measure([_row(i, 3, 2 if i % 3 == 0 else 3) for i in range(60)])
+    assert drift_margins(retest, 0.5)["personalization"] == pytest.approx(drift_margins(retest, 1.0)["personalization"] / 2,
+                                                                          abs=1e-5)
+    assert drift_margins(retest, 0.0)["personalization"] == 0
+
+
+def test_a_measured_margin_moves_only_the_red_bar():
+    """A stated margin is a non-inferiority bar (green only when shown above it); the judge's measured drift is a
+    tolerance for its noise: green is decided as with no margin, never stricter."""
+    base = [_row(i, 3, None) for i in range(12)]
+    candidate = [_row(i, 3 if i % 4 else 2, None) for i in range(12)]  # a drop of 0.25, its interval reaching below -0.3
+    stated = compare_rows(base, candidate, margin=0.3)
+    measured = compare_rows(base, candidate, margin=None, measured={"personalization": 0.3})
+    decision = [{(d.group, d.metric): d.decision for d in c.results} for c in (stated, measured)]
+    assert decision[0][("overall", "personalization")] == "undecided"
+    assert decision[1][("overall", "personalization")] == "green"
+    assert not measured.failed
+
+
+@pytest.mark.parametrize("retest", [
+    {"scores": {**SCORES, "personalization": 7}},          # off its scale
+    {"scores": {**SCORES, "personalization": True}},       # a yes/no where a rating belongs
+    {"scores": {**SCORES, "task_completion": 1}},          # a rating where a yes/no belongs
+    {"scores": {**SCORES, "personalization": 2.5}},        # between two levels
+    {"scores": {**SCORES, "personalization": [3]}},        # not a number at all
+    {"scores": {**SCORES}, "error": "both"},               # a score and an error
+    {},                                                    # neither
+    {"scores": {**SCORES}, "first": "yesterday"},          # neither played back nor drawn now
+])
+def test_a_second_judgement_off_the_scales_is_refused_never_measured(tmp_path, retest):
+    row = ResultRow(scenario_id="user1-SD-Alarm-task-1", status="passed", scores=SCORES).model_dump(mode="json")
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({**row, "retest": retest}) + "\n")
+    with pytest.raises(UsageError, match="results.jsonl.*retest"):
+        load_rows(path, what="--resume")
+
+
+@pytest.mark.parametrize("value", [0, 5, True, "3", None])
+def test_a_score_off_its_scale_is_refused_never_counted(tmp_path, value):
+    row = ResultRow(scenario_id="user1-SD-Alarm-task-1", status="passed", scores=SCORES).model_dump(mode="json")
+    row["scores"]["personalization"] = value
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(UsageError, match="personalization"):
+        load_rows(path, what="--resume")
+
+
+def test_rejudging_measures_both_judgements_in_one_recording(project):
+    """--rejudge loads its judging cassette once for both judgements: recorded, both are drawn now (the second
+    differs here); replayed, both come back as they were - never the first answer twice."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url).assert_outcomes(passed=4)
+    with FakeLLM(Script(terminate_after=1, judge_rule=second_time({"personalization": 2}))) as judge:
+        run(project, judge.url, "--rejudge", "--judge-retest", "1").assert_outcomes(passed=4)
+    recorded = report(project)["rows"]
+    assert all(r["scores"]["personalization"] == 3 and r["retest"]["scores"]["personalization"] == 2 for r in recorded)
+    assert all((r["retest"]["first"], r["retest"]["second"]) == ("live", "live") for r in recorded)
+    replay = run(project, "http://127.0.0.1:9/v1", "--rejudge", "--judge-retest", "1", "--record-mode", "none")
+    replay.assert_outcomes(passed=4)
+    replayed = report(project)["rows"]
+    assert [r["retest"]["scores"] for r in replayed] == [r["retest"]["scores"] for r in recorded]
+    assert all((r["retest"]["first"], r["retest"]["second"]) == ("replayed", "replayed") for r in replayed)
+
+
+def test_a_resumed_rows_second_judgement_is_not_this_runs_measurement(project):
+    with FakeLLM(Script(terminate_after=1, judge_rule=second_time({"personalization": 2}))) as fake:
+        run(project, fake.url, "--judge-retest", "1").assert_outcomes(passed=4)
+    first = latest_results(project.path)
+    resumed = run(project, "http://127.0.0.1:9/v1", "--judge-retest", "1", "--resume", str(first), "--record-mode", "none")
+    assert latest_results(project.path) != first
+    data = report(project)
+    assert len(data["rows"]) == 4 and all(row["retest"] for row in data["rows"])  # kept as they were
+    assert data["judge_retest"] is None, data["judge_retest"]
+    assert "judge test-retest" not in resumed.stdout.str()

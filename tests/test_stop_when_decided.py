@@ -6,15 +6,12 @@ and the stop reaches every xdist worker."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
-import re
 import sys
 import tarfile
 import types
-import urllib.request
-from urllib.parse import urljoin
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -35,27 +32,37 @@ GATE = ("version: 1\nscenario: {task_completion: null, personalization: null}\n"
         "aggregate: {min_n: 1, gates: [{metric: personalization, scope: overall, statistic: lower_bound, min: 1.7}]}\n")
 
 
+#: fetch confseq 0.0.11's source distribution from the package index and check it against the index's sha256
+FETCH = """
+import hashlib, re, sys, urllib.request
+from urllib.parse import urljoin
+index, target = sys.argv[1].rstrip("/"), sys.argv[2]
+page = urllib.request.urlopen(f"{index}/confseq/", timeout=60).read().decode()
+url, digest = re.search(r'href="([^"#]*confseq-0\\.0\\.11\\.tar\\.gz)#sha256=([0-9a-f]{64})"', page).groups()
+data = urllib.request.urlopen(urljoin(f"{index}/confseq/", url), timeout=120).read()
+assert hashlib.sha256(data).hexdigest() == digest, "confseq-0.0.11.tar.gz: not the index's sha256"
+open(target, "wb").write(data)
+"""
+
+
 @pytest.fixture(scope="module")
 def confseq_predmix(tmp_path_factory):
     """confseq's pure-Python predictable-mixture module, from its source distribution on the package index (no wheel
     for this Python; its compiled parts need Boost; this module needs neither them nor scipy's solvers)."""
     folder = tmp_path_factory.mktemp("confseq")
-    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
-    page = urllib.request.urlopen(f"{index}/confseq/", timeout=60).read().decode()
-    url, digest = re.search(r'href="([^"#]*confseq-0\.0\.11\.tar\.gz)#sha256=([0-9a-f]{64})"', page).groups()
-    data = urllib.request.urlopen(urljoin(f"{index}/confseq/", url), timeout=120).read()
-    assert hashlib.sha256(data).hexdigest() == digest
     archive = folder / "confseq-0.0.11.tar.gz"
-    archive.write_bytes(data)
+    # In a process of its own: a cassette left active by another test in this worker patches http.client here.
+    subprocess.run([sys.executable, "-c", FETCH, os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple"), str(archive)],
+                   check=True, timeout=300)
     with tarfile.open(archive) as tar:
         tar.extractall(folder, filter="data")
-    for name in ("multiprocess", "scipy", "scipy.optimize", "scipy.stats", "scipy.special"):
-        sys.modules.setdefault(name, types.ModuleType(name))  # imported at the top of modules we do not use
-    sys.modules["scipy.optimize"].root = None  # type: ignore[attr-defined]
-    if not hasattr(np, "float_"):
-        np.float_ = np.float64  # type: ignore[attr-defined]  # confseq 0.0.11 predates NumPy 2
-    sys.path.insert(0, str(next(folder.glob("confseq-*/src"))))
-    from confseq import predmix
+    with pytest.MonkeyPatch.context() as patch:  # undone once imported: other tests in this worker see the real ones
+        for name in ("multiprocess", "scipy", "scipy.optimize", "scipy.stats", "scipy.special"):
+            patch.setitem(sys.modules, name, types.ModuleType(name))  # imported at the top of modules we do not use
+        patch.setattr(sys.modules["scipy.optimize"], "root", None, raising=False)
+        patch.setattr(np, "float_", np.float64, raising=False)  # confseq 0.0.11 predates NumPy 2
+        patch.syspath_prepend(str(next(folder.glob("confseq-*/src"))))
+        from confseq import predmix
 
     return predmix
 

@@ -6,11 +6,15 @@ the chance-corrected agreement (Cohen's kappa for task completion, quadratic-wei
 rated scales) with its BCa interval, and the mean shift of the second judgement against the first
 with its interval.
 
-That shift is what ``--baseline`` tolerates by default: when the judge is shown to rate the same
-dialogues lower now than in the judgement it is compared with (a recording made with last month's
-judge, replayed, against today's live one), the part of that drop shown at the run's confidence is
-the baseline's non-inferiority margin for that metric - a drop the judge alone produces is not the
-bot's. A judge that shows no such drop, or a run that measured none, gets margin 0.
+That shift is what ``--baseline`` tolerates by default, but only where it measures the judge and
+nothing else: on the dialogues whose first judgement was played back from the recording and whose
+second was drawn now (last month's judge against today's, on the same dialogue). Pairs played back
+twice are the recording's, not a measurement (a recording could hold any numbers), and pairs drawn
+twice now compare today's judge with itself. When today's judge rates those dialogues lower, the
+part of that drop shown at the run's confidence, times the share of the compared run's scores that
+were judged now (a replayed score carries no drift), is the baseline's non-inferiority margin for
+that metric: red needs a drop beyond it. Green is decided as with no margin. A judge that shows no
+such drop, or a run that measured none, gets margin 0.
 
 Which cases are judged again depends on the case id alone (a hash: evaluation.retest_selected), so a recording and its replay
 pick the same ones, and a re-judgement that a recording played back instead of drawing it afresh is
@@ -53,28 +57,42 @@ class JudgeRetest(BaseModel):
     dimensions: list[RetestDimension]
     #: why some re-judgements failed (the first few, one line each)
     failures: list[str] = []
+    #: the dialogues judged first from the recording and again now, and per headline metric the mean shift
+    #: of today's judgement against the recording's on them (what a default baseline margin is taken from)
+    drift_pairs: int = 0
+    drift: dict[str, Estimate] = {}
+    #: of every interval here
+    confidence: float = 0.95
 
 
-def _pairs(rows: Iterable[Any]) -> tuple[dict[str, list[tuple[Any, Any]]], int, int, list[str]]:
+def _pairs(rows: Iterable[Any]) -> tuple[dict[str, list[tuple[Any, Any]]], dict[str, list[tuple[Any, Any]]], int, int,
+                                         list[str]]:
     pairs: dict[str, list[tuple[Any, Any]]] = {m.name: [] for m in METRICS}
+    drift: dict[str, list[tuple[Any, Any]]] = {m.name: [] for m in METRICS}
     retested = failed = 0
     failures: list[str] = []
     for row in rows:
         retest = getattr(row, "retest", None)
-        if not retest or not row.scored:
+        if retest is None or not row.scored:
             continue
         retested += 1
-        second = retest.get("scores")
-        if not isinstance(second, Mapping):
+        if retest.scores is None:
             failed += 1
             if len(failures) < 5:
-                failures.append(f"{row.case_id}: {retest.get('error', 'no scores')}")
+                failures.append(f"{row.case_id}: {retest.error or 'no scores'}")
             continue
+        drifted = retest.first == "replayed" and retest.second == "live"
         for metric in METRICS:
-            first, again = row.score(metric.name), second.get(metric.name)
-            if first is not None and again is not None:
-                pairs[metric.name].append((first, again))
-    return pairs, retested, failed, failures
+            pair = (row.score(metric.name), getattr(retest.scores, metric.name))
+            pairs[metric.name].append(pair)
+            if drifted:
+                drift[metric.name].append(pair)
+    return pairs, drift, retested, failed, failures
+
+
+def _shift(metric: Metric, pairs: list[tuple[Any, Any]], confidence: float) -> Estimate:
+    span = 1.0 if metric.kind == "bool" else float(metric.high - metric.low)
+    return mean_estimate([round(float(b) - float(a), 9) for a, b in pairs], low=-span, high=span, confidence=confidence)
 
 
 def _dimension(metric: Metric, pairs: list[tuple[Any, Any]], confidence: float) -> RetestDimension:
@@ -83,8 +101,7 @@ def _dimension(metric: Metric, pairs: list[tuple[Any, Any]], confidence: float) 
     weights = "none" if metric.kind == "bool" else "quadratic"
     kappa = weighted_kappa(first, second, categories=levels, weights=weights) if pairs else None
     low, high = kappa_interval(first, second, levels, weights, confidence=confidence) if pairs else (None, None)
-    span = 1.0 if metric.kind == "bool" else float(metric.high - metric.low)
-    shift = mean_estimate([round(float(b) - float(a), 9) for a, b in pairs], low=-span, high=span, confidence=confidence)
+    shift = _shift(metric, pairs, confidence)
     return RetestDimension(dimension=metric.name, n=len(pairs),
                            exact_agreement=sum(a == b for a, b in pairs) / len(pairs) if pairs else None,
                            kappa=kappa, kappa_low=low, kappa_high=high, shift=shift)
@@ -92,20 +109,39 @@ def _dimension(metric: Metric, pairs: list[tuple[Any, Any]], confidence: float) 
 
 def measure(rows: Iterable[Any], *, share: float | None = None, confidence: float = 0.95) -> JudgeRetest | None:
     """The judge's test-retest figures from the rows that carry a second judgement (None: no row does)."""
-    pairs, retested, failed, failures = _pairs(rows)
+    pairs, drift, retested, failed, failures = _pairs(rows)
     if not retested:
         return None
+    drift_pairs = len(drift[METRICS[0].name])
     return JudgeRetest(share=share, retested=retested, failed=failed, failures=failures,
-                       dimensions=[_dimension(m, pairs[m.name], confidence) for m in METRICS])
+                       dimensions=[_dimension(m, pairs[m.name], confidence) for m in METRICS], drift_pairs=drift_pairs,
+                       confidence=confidence, drift={m: _shift(METRIC_BY_NAME[m], drift[m], confidence) for m in HEADLINE} if drift_pairs else {})
 
 
-def drift_margins(retest: JudgeRetest | None) -> dict[str, float]:
-    """Per headline metric, the drop the judge alone is shown to produce (the part of a downward shift
-    that the interval shows, 0 when it shows none or fewer than :data:`MIN_PAIRS` dialogues were re-judged)."""
+def judged_now(rows: Iterable[Any]) -> float:
+    """The share of the scored rows whose scores a judge drew now rather than a recording played back (a row that
+    no longer keeps its calls counts as played back)."""
+    scored = [row for row in rows if row.scored]
+    if not scored:
+        return 0.0
+    def live(row: Any) -> bool:
+        if row.retest is not None and row.retest.first is not None:
+            return row.retest.first == "live"
+        return any(call.role == "judge" and not call.replayed for call in row.calls)
+    return sum(live(row) for row in scored) / len(scored)
+
+
+def drift_margins(retest: JudgeRetest | None, live_share: float = 1.0) -> dict[str, float]:
+    """Per headline metric, the drop the judge alone is shown to produce on the compared scores: the part of
+    today's downward shift against the recording's judge that the interval shows, times ``live_share`` (the
+    share of the scores judged now); 0 when none is shown or fewer than :data:`MIN_PAIRS` dialogues were judged
+    from the recording and again now."""
     found = {metric: 0.0 for metric in HEADLINE}
-    for dim in retest.dimensions if retest is not None else ():
-        if dim.dimension in found and dim.n >= MIN_PAIRS and dim.shift.high is not None and dim.shift.high < 0:
-            found[dim.dimension] = round(-dim.shift.high, 6)
+    if retest is None or retest.drift_pairs < MIN_PAIRS:
+        return found
+    for metric, shift in retest.drift.items():
+        if metric in found and shift.high is not None and shift.high < 0:
+            found[metric] = round(-shift.high * max(0.0, min(1.0, live_share)), 6)
     return found
 
 
@@ -122,17 +158,22 @@ def describe(retest: JudgeRetest) -> list[str]:
             f" [{dim.kappa_low:.2f}, {dim.kappa_high:.2f}]" if dim.kappa_low is not None else "")
         lines.append(f"  {dim.dimension:<24} n={dim.n:<4} agree {dim.exact_agreement:.0%}  {kind} {kappa}  "
                      f"shift {dim.shift.describe()}")
+    if retest.drift_pairs:
+        lines.append(f"  against the recording's judge ({retest.drift_pairs} dialogue(s) judged from it and again now): "
+                     + ", ".join(f"{metric} {shift.describe()}" for metric, shift in retest.drift.items()))
     lines += [f"  failed: {line}" for line in retest.failures]
     return lines
 
 
-def margin_basis(retest: JudgeRetest | None, margins: Mapping[str, float]) -> str:
+def margin_basis(retest: JudgeRetest | None, margins: Mapping[str, float], live_share: float = 1.0) -> str:
     """Where ``--baseline``'s default margins come from, in words."""
     if retest is None:
         return "none measured: no dialogue was judged again (--judge-retest SHARE measures the judge's drift)"
+    if retest.drift_pairs < MIN_PAIRS:
+        return (f"none measured: {retest.drift_pairs} dialogue(s) judged from the recording and again now, fewer "
+                f"than {MIN_PAIRS}")
     shown = {metric: value for metric, value in margins.items() if value > 0}
-    pairs = max((d.n for d in retest.dimensions), default=0)
     if not shown:
-        return f"the judge showed no drop of its own on {pairs} re-judged dialogue(s)"
-    return (f"the drop the judge alone showed on {pairs} re-judged dialogue(s): "
-            + ", ".join(f"{metric} {value:.3g}" for metric, value in shown.items()))
+        return f"the judge showed no drop of its own on {retest.drift_pairs} dialogue(s) judged from the recording and now"
+    return (f"the drop the judge alone showed on {retest.drift_pairs} dialogue(s) judged from the recording and now, "
+            f"times the {live_share:.0%} of scores judged now: " + ", ".join(f"{metric} {value:.3g}" for metric, value in shown.items()))

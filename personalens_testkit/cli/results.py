@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..calibration.retest import drift_margins, margin_basis, measure
+from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.compare import compare_rows
 from ..costs.prices import load_prices
 from ..gating.expectations import load_expectations, location, update_expectations
@@ -56,8 +56,10 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     The verdict is a run's: each row's own (recorded when it ran), gates over every row, infrastructure errors."""
     settings = _settings(args)
     expectations = load_expectations(settings.expectations) if settings.expectations else None
-    report = build_report(rows, load_thresholds(settings.thresholds_path), run=run_of(rows, source),
-                          expectations=expectations, prices=load_prices(settings.prices))
+    thresholds = load_thresholds(settings.thresholds_path)
+    report = build_report(rows, thresholds, run=run_of(rows, source), expectations=expectations,
+                          prices=load_prices(settings.prices),
+                          retest=measure(rows, confidence=thresholds.aggregate.confidence))
     for line in format_summary(report):
         print(line)
     written = write_report_files(
@@ -90,11 +92,12 @@ def _compare(args: argparse.Namespace) -> int:
     confidence = rules.confidence if args.confidence is None else args.confidence
     candidate = load_rows(Path(args.candidate), what="candidate")
     retest = measure(candidate, confidence=confidence)
-    measured = drift_margins(retest)
+    live = judged_now(candidate)
+    measured = drift_margins(retest, live)
     result = compare_rows(load_rows(Path(args.base), what="base"), candidate,
                           margin=args.margin, confidence=confidence, gate_domains=args.per_domain, min_n=rules.min_n,
                           max_missing=rules.max_infrastructure_errors, measured=measured,
-                          margin_basis=margin_basis(retest, measured))
+                          margin_basis=margin_basis(retest, measured, live))
     for line in format_comparison(result):
         print(line)
     if result.shared_scenarios == 0 and not result.coverage_failure:
@@ -162,8 +165,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("base", metavar="BASE")
     compare.add_argument("candidate", metavar="CANDIDATE")
     compare.add_argument("--margin", type=float, default=None,
-                         help="tolerated drop: red only if the CI lies below -X (default: per metric, the drop the "
-                              "judge alone showed on the candidate's re-judged dialogues, --judge-retest; else 0)")
+                         help="tolerated drop: red only if the CI lies below -X, green only if above it (default: per "
+                              "metric, the drop the judge alone showed on the candidate's dialogues judged from the "
+                              "recording and again now, --judge-retest, times the share of its scores judged now, "
+                              "moving only the red bar; else 0)")
     compare.add_argument("--confidence", type=float, default=None,
                          help="of the intervals, more than 0.5 and less than 1 (default: thresholds.yaml's, 0.95)")
     compare.add_argument("--thresholds", metavar="PATH",

@@ -9,6 +9,8 @@ of leaving the comparison. A difference on fewer than ``min_n`` scenarios is not
 
 from __future__ import annotations
 
+import math
+
 from typing import Iterable, Mapping, Optional
 
 from pydantic import BaseModel
@@ -45,6 +47,8 @@ class Difference(BaseModel):
     undecided: str = ""
     #: the drop this difference tolerates (non-inferiority margin)
     margin: float = 0.0
+    #: the margin is the judge's measured drift: it moves only the red bar (green is decided as with no margin)
+    measured_margin: bool = False
 
 
 class Coverage(BaseModel):
@@ -119,8 +123,8 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
     """``margin``: the drop every metric tolerates; None: each metric's ``measured`` margin (0 where none is)."""
     if not 0.5 < confidence < 1.0:
         raise UsageError(f"--confidence: must be more than 0.5 and less than 1 (got {confidence:g})")
-    if margin is not None and margin < 0:
-        raise UsageError(f"--margin: must be 0 or more (got {margin:g})")
+    if margin is not None and not (math.isfinite(margin) and margin >= 0):
+        raise UsageError(f"--margin: must be a number, 0 or more (got {margin:g})")
     margins = {metric: float(margin) if margin is not None else float((measured or {}).get(metric, 0.0))
                for metric in HEADLINE}
     base_rows, candidate_rows = list(base), list(candidate)
@@ -133,7 +137,7 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
         shared = sorted(set(a) & set(b))
         for group, ids in _groups(shared, info).items():
             results.append(_difference(group, metric, ids, a, b, margin=margins[metric], confidence=confidence,
-                                       min_n=min_n,
+                                       min_n=min_n, measured=margin is None,
                                        gated=group in GATED_GROUPS or (gate_domains and group.startswith("domain:"))))
     decide_differences(results, confidence)
     failure = None
@@ -161,7 +165,7 @@ def _groups(shared: list[str], info: dict[str, dict]) -> dict[str, list[str]]:
 
 
 def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b: dict[str, float], *, margin: float,
-                confidence: float, min_n: int, gated: bool) -> Difference:
+                confidence: float, min_n: int, gated: bool, measured: bool = False) -> Difference:
     scale = METRIC_BY_NAME[metric]
     span = 1.0 if scale.kind == "bool" else float(scale.high - scale.low)
     differences = [round(b[s] - a[s], 9) for s in ids]  # one value, whatever float spelling it was stored in
@@ -172,13 +176,15 @@ def _difference(group: str, metric: str, ids: list[str], a: dict[str, float], b:
     alpha = (1.0 - confidence) / max(1, len(HEADLINE) * len(GATED_GROUPS))  # Holm's first, strictest step
     return Difference(group=group, metric=metric, n=len(ids), difference=diff, significant_drop=False, gated=gated,
                       evaluated=evaluated, p_below=p,
-                      detectable_drop=detectable(sd, len(ids), alpha=alpha, margin=margin), margin=margin)
+                      detectable_drop=detectable(sd, len(ids), alpha=alpha, margin=margin), margin=margin,
+                      measured_margin=measured)
 
 
 def as_test(result: Difference) -> Test:
     d, margin = result.difference, result.margin
-    # with a non-inferiority margin a difference passes only when shown above -margin; with none, unless shown below 0
-    shown = d.low is not None and d.low >= -margin if margin > 0 else True
+    # with a stated non-inferiority margin a difference passes only when shown above -margin; with none, or with the
+    # judge's measured drift (a tolerance for its noise, not a stricter bar), unless shown below -margin
+    shown = d.low is not None and d.low >= -margin if margin > 0 and not result.measured_margin else True
     return Test(name=f"{result.group} {result.metric}", p_below=result.p_below if result.gated else None,
                 shown_above=shown, n=result.n, half_width=d.reach(-margin),
                 distance=None if d.mean is None else d.mean + margin)

@@ -38,4 +38,4 @@ def retest_html(report: RunReport) -> str:
     failed = f"; {r.failed} re-judgement(s) failed" if r.failed else ""
     return (f"<h2>Judge test-retest</h2><p class='muted'>{r.retested} dialogue(s) judged a second time{failed}; the "
             f"second judgement counts in no score.</p><table><tr><th>dimension</th><th>n</th><th>agree</th>"
-            f"<th>kappa / QWK [95 % CI]</th><th>shift (second - first)</th></tr>{rows}</table>")
+            f"<th>kappa / QWK [{r.confidence:.0%} CI]</th><th>shift (second - first)</th></tr>{rows}</table>")

@@ -24,7 +24,7 @@ from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summari
 from ..gating.compare import Comparison
 from ..gating.expectations import Expectations
 from ..gating.intervals import detectable_drop
-from ..calibration.retest import JudgeRetest, measure
+from ..calibration.retest import JudgeRetest
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
 from ..gating.verdict import RunVerdict, decide_run, run_verdict
@@ -211,7 +211,8 @@ def build_report(
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own;
     ``not_run``: how many selected cases the run did not start, why, and whether they were needed (a run stopped
     early; not needed: ``--stop-when-decided`` decided the verdict); ``prices``: the price
-    table with the project's overrides (default: the shipped one)."""
+    table with the project's overrides (default: the shipped one); ``retest``: the judge's test-retest figures
+    (calibration.retest.measure, over the rows that measure it)."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence)
     gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
@@ -236,8 +237,7 @@ def build_report(
         cost=cost_ledger(rows, prices if prices is not None else load_prices()),
         repeats=repeats(rows, agg.confidence),
         preference_leaks=leaks(rows),
-        judge_retest=retest if retest is not None else measure(
-            rows, share=(settings or {}).get("judge_retest") or None, confidence=agg.confidence),
+        judge_retest=retest,
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
         turn_curve=turn_curve(rows), comparison=comparison, judge_calibration=calibration, rows=list(rows),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Protocol, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from ..agents.judge import Scores
 from ..data.models import case_id
 from ..evaluation import Evaluation
+from .judged import RetestRow, on_the_scales
 
 Status = Literal["passed", "failed", "error"]
 
@@ -185,8 +186,8 @@ class ResultRow(_Part):
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
-    #: a second judgement of the dialogue (``--judge-retest``): {"scores": {...}} or {"error": "..."}; never a score
-    retest: Optional[dict[str, Any]] = None
+    #: a second judgement of the dialogue (``--judge-retest``); never a score
+    retest: Optional[RetestRow] = None
     #: the first turn whose bot reply differs from the recording (None: none did, or nothing was recorded)
     reply_change: Optional[ReplyChangeRow] = None
     error: Optional[RowError] = None
@@ -203,6 +204,8 @@ class ResultRow(_Part):
     started_at: str = ""
     finished_at: str = ""
     seconds: float = 0.0
+
+    _scales = field_validator("scores", mode="before")(on_the_scales)
 
     @property
     def case_id(self) -> str:

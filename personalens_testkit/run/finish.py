@@ -13,7 +13,7 @@ from ..errors import StorageError
 from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
 from ..gating.expectations import Expectations
-from ..calibration.retest import drift_margins, margin_basis, measure
+from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.verdict import RunVerdict
 from ..report.model import RunReport, build_report
 from ..report.outputs import write_report_files
@@ -40,15 +40,18 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                not_run: tuple[int, str, bool] | None = None) -> RunOutcome:
     rows = read_rows(results, written=written)
     comparison = base_rows = None
-    retest = measure(rows, share=settings.judge_retest or None, confidence=thresholds.aggregate.confidence)
+    # the judge's noise from this run's own judgements (a resumed row's second judgement is another run's)
+    retest = measure([row for row in rows if row.run_id == run["run_id"]], share=settings.judge_retest or None,
+                     confidence=thresholds.aggregate.confidence)
     if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
         rules = thresholds.aggregate
         base_rows = load_rows(settings.baseline, what="--baseline")
-        measured = drift_margins(retest)
+        live = judged_now(rows)
+        measured = drift_margins(retest, live)
         comparison = compare_rows(base_rows, rows, margin=settings.baseline_margin,
                                   confidence=rules.confidence, min_n=rules.min_n,
                                   max_missing=rules.max_infrastructure_errors, measured=measured,
-                                  margin_basis=margin_basis(retest, measured))
+                                  margin_basis=margin_basis(retest, measured, live))
     problems: list[str] = []  # part of the verdict (and so of every report)
     try:
         recorded = recording.keep_recorded(rows)

@@ -8,6 +8,8 @@ same for every setting: command-line option > environment variable > project con
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
@@ -79,6 +81,8 @@ class Setting:
         """The value, if it is in range; else a UsageError naming ``where`` it came from."""
         if value is None or self.kind not in ("int", "float"):
             return value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{where}: must be a finite number, {self.range_text()} (got {value})")
         too_low = (self.low is not None and value < self.low) or (self.above is not None and value <= self.above)
         if too_low or (self.high is not None and value > self.high):
             raise UsageError(f"{where}: must be {self.range_text()} (got {value:g})")
@@ -178,7 +182,8 @@ SETTINGS: tuple[Setting, ...] = (
             "shared scenarios", "path", metavar="REPORT", config=False),
     Setting("baseline_margin", "the drop --baseline tolerates: red only when the interval of the difference is shown "
             "below -X, green only when shown above it (default: per metric, the drop the judge alone is shown to "
-            "produce on the run's re-judged dialogues, --judge-retest; 0 when none is shown)", "float", metavar="X",
+            "produce on this run's dialogues judged from the recording and again now, --judge-retest, times the share "
+            "of scores judged now; that default moves only the red bar; 0 when none is shown)", "float", metavar="X",
             low=0, config=False),
     Setting("judge_retest", "judge this share (0-1) of the cases a second time, chosen by case id, and report the "
             "judge's test-retest agreement per dimension; the second judgement never counts in a score (default 0)",
