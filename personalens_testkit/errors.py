@@ -31,7 +31,7 @@ to fail names it, so only an explicit xfail of a known failure makes the case xf
 from __future__ import annotations
 
 import errno as _errno
-from typing import Iterable
+from typing import Any, Iterable
 
 
 def dotted(location: Iterable[object]) -> str:
@@ -152,6 +152,10 @@ class JudgeAnswerError(PersonalensError):
         self.dimension = dimension
         self.raw = raw
         self.problem = problem
+        #: when the judge answered a dialogue's other dimensions readably: its Verdict with those scores (None
+        #: where unreadable) - the case stays the judge's error, and each readable dimension counts in its own
+        #: figure, as the paper counts them (agents/judge.py sets it)
+        self.partial: Any = None
         shown = raw if len(raw) <= 600 else raw[:600] + f"... [{len(raw) - 600} more characters]"
         super().__init__(f"judge answer for {dimension} could not be parsed ({problem}); raw answer: {shown!r}")
 

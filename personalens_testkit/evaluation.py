@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import ContextManager, Protocol, Sequence
+from typing import Callable, ContextManager, Protocol, Sequence, TypeVar
 
 from .agents.calls import CallRecord
 from .agents.injection import find_injections
@@ -28,6 +28,7 @@ from .data.models import Scenario, case_id
 from .errors import JudgeAnswerError, ModelError, PersonalensError, StorageError
 from .llm.retry import RetryPolicy
 
+T = TypeVar("T")
 logger = logging.getLogger("personalens_testkit.evaluation")
 
 
@@ -84,6 +85,8 @@ class Evaluation:
     preference_leak: dict[str, object] | None = None
     #: which try of the scenario this is (``--repeat``)
     repeat: int = 1
+    #: the optional analyses that failed (``turn_level``, ``leak_check``): why, one line each; the main scores stand
+    analysis_errors: dict[str, str] = field(default_factory=dict)
     #: a second judgement of the same dialogue (``--judge-retest``): {"scores": {...}} or {"error": "..."};
     #: it never counts in a score
     retest: dict[str, object] | None = None
@@ -113,9 +116,11 @@ class Evaluation:
         return any(call.role == "judge" and not call.replayed for call in records)
 
     def fail(self, exc: BaseException, phase: str) -> None:
-        """Make this evaluation an error (its scores, if any, are dropped: an error row never scores)."""
+        """Make this evaluation an error. Its scores are dropped - an error never scores as a case - except the
+        dimensions the judge answered readably when others were unreadable (``JudgeAnswerError.partial``):
+        those count in their own figures, as the paper counts them, and the case stays the judge's error."""
         self.error = ErrorInfo.of(exc, phase)
-        self.verdict = None
+        self.verdict = getattr(exc, "partial", None)
 
 
 def retest_selected(case: str, share: float) -> bool:
@@ -130,6 +135,16 @@ def retest_selected(case: str, share: float) -> bool:
 def scenario_id_of(evaluation: Evaluation) -> str:
     """The case id a second judgement is chosen by (the scenario's, with its try)."""
     return case_id(evaluation.scenario.scenario_id, evaluation.repeat)
+
+
+def _analysis(evaluation: Evaluation, name: str, run: Callable[[], T]) -> T | None:
+    """An optional analysis (``--turn-level``, ``--leak-check``) in a boundary of its own: its failure is recorded
+    as its own, and never changes the dialogue's scores (the paper's Table 3 stays as the judge gave it)."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - recorded as this analysis's failure
+        evaluation.analysis_errors[name] = ErrorInfo.of(exc, name.replace("_", "-")).describe()
+        return None
 
 
 def _judge_again(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation, first: Sequence[CallRecord]) -> dict[str, object]:
@@ -228,10 +243,12 @@ class Evaluator:
                     evaluation.verdict = self.judge.judge(ctx, messages, log)
                     first = log.records[start:]
                     if self.turn_level:
-                        evaluation.turn_personalization = self.judge.turn_level(ctx, messages, log)
+                        evaluation.turn_personalization = _analysis(
+                            evaluation, "turn_level", lambda: self.judge.turn_level(ctx, messages, log))
                     if self.leak_check:
-                        leak = self.judge.preference_leak(ctx, messages, log)
-                        evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
+                        leak = _analysis(evaluation, "leak_check", lambda: self.judge.preference_leak(ctx, messages, log))
+                        if leak is not None:
+                            evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
                     evaluation.scoring_calls = len(log.records)
                     if retest_selected(scenario_id_of(evaluation), self.retest_share):
                         evaluation.retest = _judge_again(self.judge, ctx, evaluation, first)

@@ -43,3 +43,8 @@ METRIC_NAMES = tuple(m.name for m in METRICS)
 #: The dimensions the paper's tables report for the assistant (Table 3, Figure 4).
 HEADLINE = (TASK_COMPLETION.name, PERSONALIZATION.name, NATURALNESS_ASSISTANT.name, COHERENCE_ASSISTANT.name)
 SHORT = {m.name: m.short for m in METRICS}
+
+#: how an unreadable task-completion verdict counts: ``ours`` leaves it out (nothing is guessed); ``paper`` counts
+#: it as not completed, as upstream's code does (util/gather_evaluation.py:206-213; a rating it cannot read it leaves
+#: out, line 84, as both countings do), so the figure compares with the paper's
+COMPLETION_COUNTINGS = ("ours", "paper")

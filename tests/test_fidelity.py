@@ -68,6 +68,25 @@ def test_preset_paper_resolves_to_the_papers_models_without_calling_them(pyteste
     explicit.stdout.fnmatch_lines([f"personalens: data *; user agent {PAPER_USER}; judge openai:mine"])
 
 
+def test_listing_what_a_live_run_would_record_needs_no_credentials(pytester, monkeypatch):
+    """--collect-only lists the cases of a live --preset paper run with no AWS region or credentials anywhere;
+    the run itself still checks them before any case, in one line."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_REGION",
+                 "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(pytester.path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(pytester.path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with FakeLLM() as fake:
+        project(pytester, fake)
+        listed = pytester.runpytest("--preset", "paper", "--record-mode", "once", "--collect-only", *ALARM[:4])
+        run = pytester.runpytest("--preset", "paper", "--record-mode", "once", *ALARM)
+    assert listed.ret == pytest.ExitCode.OK, listed.stderr.str()
+    listed.stdout.fnmatch_lines(["*tests collected*"])
+    assert run.ret == pytest.ExitCode.USAGE_ERROR and fake.requests == []
+    run.stderr.fnmatch_lines([f"ERROR: --user-model {PAPER_USER}: no AWS region*"])
+
+
 def test_a_project_preset_and_an_unknown_one(pytester):
     with FakeLLM() as fake:
         project(pytester, fake, 'preset = "cheap"\n[presets.cheap]\njudge_model = "openai:cheap-judge"\nmax_turns = 3\n')

@@ -153,7 +153,53 @@ def test_turn_level_and_leak_check(project):
     assert scores["minItems"] == scores["maxItems"] == len(replies)  # exactly one score per assistant reply
     assert "preference leaks in the user agent's opening: 1 of 1 (100%)" in result.stdout.str()
     report = json.loads((run_dir(project) / "report.json").read_text())
-    assert report["turn_curve"] == [{"turn": t, "n": 1, "mean": 3} for t in range(1, len(replies) + 1)]
+    curve = [{"turn": t, "n": 1, "mean": 3} for t in range(1, len(replies) + 1)]
+    assert report["turn_curves"] == {"single-domain": curve, f"domain:{row['domains'][0]}": curve}
+
+
+def test_a_failed_optional_analysis_never_changes_the_scores(project):
+    """A turn-level answer off its scale and an unreadable leak verdict are those analyses' own failures: the
+    dialogue keeps the scores it has without them (the paper's Table 3 never moves with an option)."""
+    gates_file(project)
+
+    def rule(text: str) -> dict:
+        if "Judge the conversation turn by turn" in text:
+            return {"personalization": 9}
+        return {"task_completion": "perhaps"} if "preference_leak" in text else {}
+
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        plain = run(project, fake, *ALARM, "-k", "task-1")
+    plain.assert_outcomes(passed=1, deselected=4)
+    (without,) = json.loads((run_dir(project) / "report.json").read_text())["rows"]
+    with FakeLLM(Script(terminate_after=2, judge_rule=rule)) as fake:
+        result = run(project, fake, *ALARM, "-k", "task-1", "--turn-level", "--leak-check")
+    result.assert_outcomes(passed=1, deselected=4)
+    report = json.loads((run_dir(project) / "report.json").read_text())
+    (row,) = report["rows"]
+    assert row["status"] == "passed" and row["error"] is None and row["scores"] == without["scores"]
+    assert row["turn_personalization"] is None and row["preference_leak"] is None
+    assert set(row["analysis_errors"]) == {"turn_level", "leak_check"}, row["analysis_errors"]
+    assert report["turn_level_failed"] == 1 and report["preference_leaks"]["failed"] == 1
+    assert report["turn_curves"] == {} and report["preference_leaks"]["checked"] == 0
+    assert "optional analyses that failed (the dialogues' scores stand): leak check 1 dialogue(s), turn-level 1 " \
+           "dialogue(s)" in result.stdout.str()
+
+
+def test_the_turn_curves_are_apart_for_single_and_multi_domain_and_each_domain():
+    """The paper's Figure 5 reports single-domain and multi-domain dialogues apart: pooled, a multi-domain
+    dialogue's later turns would pull the single-domain curve."""
+    from personalens_testkit.report.model import turn_curves
+    from personalens_testkit.results.rows import ResultRow
+
+    def row(sid: str, kind: str, domains: list[str], turns: list[int]) -> ResultRow:
+        return ResultRow(scenario_id=sid, status="passed", task_kind=kind, domains=domains, turn_personalization=turns)
+
+    curves = turn_curves([row("a", "sd", ["Alarm"], [1, 2]), row("b", "sd", ["Hotels"], [3]),
+                          row("c", "md", ["Alarm", "Hotels"], [4, 4, 4]), row("d", "sd", ["Alarm"], [])])
+    means = {group: [(p.turn, p.n, p.mean) for p in curve] for group, curve in curves.items()}
+    assert list(means) == ["single-domain", "multi-domain", "domain:Alarm", "domain:Hotels"]
+    assert means["single-domain"] == [(1, 2, 2.0), (2, 1, 2.0)] and means["multi-domain"] == [(1, 1, 4), (2, 1, 4), (3, 1, 4)]
+    assert means["domain:Alarm"] == [(1, 1, 1), (2, 1, 2)] and means["domain:Hotels"] == [(1, 1, 3)]
 
 
 def test_turn_level_per_turn_makes_one_call_per_reply(project):

@@ -20,7 +20,8 @@ from personalens_testkit.gating.compare import compare_rows
 from personalens_testkit.report.agreement import labels_by_scenario
 from personalens_testkit.results.files import check_one_run, dedupe_rows, load_rows
 from personalens_testkit.results.recorded import merge_recorded
-from personalens_testkit.results.rows import ResultRow, RunIdentity, identity_difference
+from personalens_testkit.results.identity import RunIdentity, identity_difference
+from personalens_testkit.results.rows import ResultRow
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import read_rows, recorded_rows, write_recorded

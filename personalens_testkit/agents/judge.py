@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from pydantic import BaseModel, create_model
 
@@ -49,9 +49,10 @@ JUDGED_ORDER = (TASK_COMPLETION.name, PERSONALIZATION.name, *(metric.name for me
 A = TypeVar("A", bound=BaseModel)
 
 
-#: The judged scores of one dialogue, on the benchmark's own scales: a field per metric of :mod:`..scales`.
+#: The judged scores of one dialogue, on the benchmark's own scales: a field per metric of :mod:`..scales`
+#: (None: the judge's answer for that dimension could not be read - missing for that dimension only, never guessed).
 Scores = create_model("Scores", __doc__="The judged scores of one dialogue, on the benchmark's own scales.",
-                      **{m.name: (m.python_type, ...) for m in METRICS})
+                      **{m.name: (Optional[m.python_type], ...) for m in METRICS})
 
 
 class Verdict(BaseModel):
@@ -60,6 +61,17 @@ class Verdict(BaseModel):
     reasons: dict[str, str]
     observations: list[str] = []
     suggestions: list[str] = []
+    #: the dimensions whose answer could not be read, and why (their score is None)
+    unreadable: dict[str, str] = {}
+
+
+def _readable_or_why(ask: Callable[[], A]) -> Callable[[], A | JudgeAnswerError]:
+    def answer() -> A | JudgeAnswerError:
+        try:
+            return ask()
+        except JudgeAnswerError as exc:
+            return exc
+    return answer
 
 
 @dataclass
@@ -85,26 +97,36 @@ class Judge:
 
     def judge(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> Verdict:
         """The six scores. The judge reads the dialogue with assistant text addressed to it removed
-        (see :mod:`.injection`): a bot cannot talk its way to a better score."""
+        (see :mod:`.injection`): a bot cannot talk its way to a better score. Every dimension is asked; when
+        any answer is unreadable, the first unreadable one's :class:`JudgeAnswerError` is raised with the readable ones attached
+        (its ``partial``)."""
         messages = neutralise(messages)
         asks: list[Callable[[], Any]] = [
             lambda: self.task_completion(ctx, messages, log), lambda: self.personalization(ctx, messages, log),
             *[(lambda metric=metric: self.rating(metric, messages, log)) for metric, _ in RATED_SIDES],
         ]
-        tc, pers, *rated = self._all(asks, log)
-        ratings = {metric.name: answer for (metric, _), answer in zip(RATED_SIDES, rated)}
-        reasons = {TASK_COMPLETION.name: tc.explanation, PERSONALIZATION.name: pers.justification}
-        reasons.update({name: answer.justification for name, answer in ratings.items()})
-        scores = Scores(
-            task_completion=tc.verdict, personalization=pers.score,
-            **{name: answer.score for name, answer in ratings.items()},
-        )
-        return Verdict(scores=scores, reasons=reasons, observations=pers.observations, suggestions=pers.suggestions)
+        answers = dict(zip(JUDGED_ORDER, self._all(asks, log)))
+        failed = {name: a for name, a in answers.items() if isinstance(a, JudgeAnswerError)}
+        read = {name: a for name, a in answers.items() if name not in failed}
+        pers = read.get(PERSONALIZATION.name)
+        reasons = {name: a.explanation if name == TASK_COMPLETION.name else a.justification for name, a in read.items()}
+        scores = Scores(**{name: None if name in failed else (a.verdict if name == TASK_COMPLETION.name else a.score)
+                           for name, a in answers.items()})
+        verdict = Verdict(scores=scores, reasons=reasons, observations=pers.observations if pers else [],
+                          suggestions=pers.suggestions if pers else [],
+                          unreadable={name: str(exc) for name, exc in failed.items()})
+        if failed:
+            first = next(iter(failed.values()))
+            first.partial = verdict
+            raise first
+        return verdict
 
     def _all(self, asks: Sequence[Callable[[], Any]], log: CallLog) -> list[Any]:
-        """Every ask's answer, in order; at most ``parallel`` at once, each in a copy of this thread's
+        """Every ask's answer, in order - an unreadable one as its :class:`JudgeAnswerError`, so every dimension
+        is asked whatever another answered; at most ``parallel`` at once, each in a copy of this thread's
         context (its cassette, its error explainer). The log keeps the calls in the order asked
-        (:data:`JUDGED_ORDER`), and the first failure in that order is raised once all are done."""
+        (:data:`JUDGED_ORDER`), and the first other failure in that order is raised once all are done."""
+        asks = [_readable_or_why(ask) for ask in asks]
         if self.parallel <= 1:
             return [ask() for ask in asks]
         first = len(log.records)

@@ -45,7 +45,7 @@ def _judge(args: argparse.Namespace) -> int:
         judge = Judge(pool.chat(settings.judge_model, "judge"), parallel=pool.judge_parallel())
         for number, conversation in enumerate(conversations, 1):
             row = judge_conversation(judge, conversation, context_of(conversation, contexts), info, retry=settings.retry)
-            if row.scores is not None:
+            if row.status == "passed":  # judged in full (a case with an unreadable answer is the judge's error)
                 found = shortfalls(thresholds.scenario, row.scores.model_dump())
                 row = row.model_copy(update={"status": "failed" if found else "passed",
                                              "shortfalls": [s.as_dict() for s in found]})

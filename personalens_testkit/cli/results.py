@@ -58,6 +58,7 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
     expectations = load_expectations(settings.expectations) if settings.expectations else None
     thresholds = load_thresholds(settings.thresholds_path)
     report = build_report(rows, thresholds, run=run_of(rows, source), expectations=expectations,
+                          settings={"completion_counting": settings.completion_counting},
                           prices=load_prices(settings.prices),
                           retest=measure(rows, confidence=thresholds.aggregate.confidence))
     for line in format_summary(report):

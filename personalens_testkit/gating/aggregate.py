@@ -57,14 +57,19 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
     return groups
 
 
-def scenario_values(rows: Iterable[ResultRow], metric: str) -> dict[str, float]:
+
+
+def scenario_values(rows: Iterable[ResultRow], metric: str, *, counting: str = "ours") -> dict[str, float]:
     """One value per scenario: the mean of its tries' scores (for task completion, a try on which the
-    bot failed counts as not completed), by scenario id."""
+    bot failed counts as not completed), by scenario id. A dimension whose judge answer was unreadable is
+    missing for that dimension only; under ``counting="paper"`` an unreadable completion verdict is not completed."""
     tries: dict[str, list[float]] = {}
     for row in rows:
-        if row.scored:
-            value = float(row.score(metric))
-        elif metric == TASK_COMPLETION.name and is_assistant_error(row):
+        value = row.measured(metric)
+        if value is not None:
+            value = float(value)
+        elif metric == TASK_COMPLETION.name and (
+                is_assistant_error(row) or (counting == "paper" and TASK_COMPLETION.name in row.unreadable)):
             value = 0.0
         else:
             continue
@@ -91,6 +96,13 @@ class GroupSummary(BaseModel):
     assistant_errors: int = 0
     infrastructure_errors: int = 0
     metrics: dict[str, Estimate]
+    #: per metric, the scored cases whose judge answer for it was unreadable (missing from that figure only)
+    unreadable: dict[str, int] = {}
+    #: the task-completion rate under the other counting of an unreadable verdict than ``metrics``' (reported
+    #: beside it; the same figure when no verdict was unreadable)
+    task_completion_other: Optional[Estimate] = None
+    #: how ``metrics["task_completion"]`` counts an unreadable verdict (see :data:`~personalens_testkit.scales.COMPLETION_COUNTINGS`)
+    completion_counting: str = "ours"
     #: the scenario values each estimate was made from (for the gates' tests; not written to reports)
     values: dict[str, tuple[float, ...]] = Field(default_factory=dict, exclude=True, repr=False)
 
@@ -106,16 +118,23 @@ class GroupSummary(BaseModel):
         return self.model_dump()
 
 
-def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95) -> dict[str, GroupSummary]:
+def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95, counting: str = "ours") -> dict[str, GroupSummary]:
+    """``counting``: how the headline task-completion rate counts an unreadable verdict (the other count is
+    reported beside it, ``task_completion_paper``)."""
     summaries = {}
     for name, members in group_rows(rows).items():
         errors = [r for r in members if r.status == "error"]
         bot = sum(1 for r in errors if is_assistant_error(r))
-        values = {m.name: tuple(scenario_values(members, m.name).values()) for m in METRICS}
+        values = {m.name: tuple(scenario_values(members, m.name, counting=counting).values()) for m in METRICS}
         estimates = {m.name: estimate(m, values[m.name], confidence) for m in METRICS}
+        other = "ours" if counting == "paper" else "paper"
+        other_rate = estimate(TASK_COMPLETION, scenario_values(members, TASK_COMPLETION.name, counting=other).values(),
+                              confidence)
+        unreadable = {m.name: sum(1 for r in members if m.name in r.unreadable) for m in METRICS}
         summaries[name] = GroupSummary(group=name, scored=sum(1 for r in members if r.scored), errors=len(errors),
                                        assistant_errors=bot, infrastructure_errors=len(errors) - bot, metrics=estimates,
-                                       values=values)
+                                       values=values, unreadable={k: v for k, v in unreadable.items() if v},
+                                       task_completion_other=other_rate, completion_counting=counting)
     return summaries
 
 

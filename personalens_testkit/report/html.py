@@ -12,7 +12,7 @@ and the judge's reasons, filterable by domain and verdict.
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..costs.spend import format_cost
 from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
@@ -132,10 +132,28 @@ def _distribution(rows: Sequence[ResultRow], metric: str) -> str:
     return "".join(parts)
 
 
+def _turn_curves(curves: Mapping[str, Sequence[TurnPoint]], failed: int) -> str:
+    """Single- and multi-domain apart (a chart each), and each single-domain domain's means by turn (a table)."""
+    note = (f"<p class='muted'>The turn-level analysis failed on {failed} dialogue(s); their scores stand.</p>"
+            if failed else "")
+    if not curves:
+        return note + ("<p class='muted'>No turn-level scores in this run: run with <code>--turn-level</code> to "
+                       "judge the assistant's personalization after every turn (the paper's Figure 5).</p>")
+    charts = "".join(f"<h3>{escape(group.capitalize())}</h3>{_turn_curve(curves[group])}"
+                     for group in ("single-domain", "multi-domain") if group in curves)
+    domains = {g.split(":", 1)[1]: c for g, c in curves.items() if g.startswith("domain:")}
+    last = max((p.turn for c in domains.values() for p in c), default=0)
+    table = ("<h3>By domain (single-domain)</h3><table><tr><th>domain</th>"
+             + "".join(f"<th>turn {t}</th>" for t in range(1, last + 1)) + "</tr>"
+             + "".join(f"<tr><td>{escape(name)}</td>" + "".join(
+                 f"<td>{by_turn[t].mean:.2f} <span class='muted'>n={by_turn[t].n}</span></td>" if t in by_turn else "<td></td>"
+                 for t in range(1, last + 1)) + "</tr>"
+                 for name, curve in sorted(domains.items()) for by_turn in [{p.turn: p for p in curve}])
+             + "</table>") if domains else ""
+    return note + charts + table
+
+
 def _turn_curve(curve: Sequence[TurnPoint]) -> str:
-    if not curve:
-        return ("<p class='muted'>No turn-level scores in this run: run with <code>--turn-level</code> to judge "
-                "the assistant's personalization after every turn (the paper's Figure 5).</p>")
     width, height, left = 520, 200, 34
     last = max(p.turn for p in curve)
 
@@ -235,7 +253,9 @@ def render_html(report: RunReport) -> str:
                f"{escape(format_cost(total.total_spent) if total.total_spent is not None else 'cost unknown')}</td></tr>")
     leak = report.preference_leaks
     leak_html = (f"<p>Preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
-                 f"({leak.rate:.0%}).</p>" if leak else "")
+                 f"({leak.rate:.0%}).</p>" if leak and leak.checked else "")
+    leak_html += (f"<p class='muted'>The leak check failed on {leak.failed} dialogue(s); their scores stand.</p>"
+                  if leak and leak.failed else "")
     leak_html += retest_html(report)
     counts = report.counts
     options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
@@ -253,7 +273,7 @@ def render_html(report: RunReport) -> str:
 <h2>Summary (mean over scenarios [{report.confidence:.0%} CI])</h2>{_table(report)}
 <h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
 <h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
-<h2>Turn-level personalization</h2>{_turn_curve(report.turn_curve)}
+<h2>Turn-level personalization</h2>{_turn_curves(report.turn_curves, report.turn_level_failed)}
 {_calibration(report)}
 <h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th><th>cost (live calls)</th></tr>{ledger}</table>
 {leak_html}

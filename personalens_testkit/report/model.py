@@ -75,6 +75,8 @@ class Leaks(BaseModel):
     checked: int
     leaked: int
     rate: float
+    #: dialogues whose leak check failed (their scores stand; they are not in ``checked``)
+    failed: int = 0
 
 
 class TurnPoint(BaseModel):
@@ -104,7 +106,11 @@ class RunReport(BaseModel):
     judge_retest: Optional[JudgeRetest] = None
     injection_flagged: list[str] = []
     injection_removed: list[str] = []
-    turn_curve: list[TurnPoint] = []
+    #: mean turn-level personalization by turn (the paper's Figure 5), apart for single-domain, multi-domain and each
+    #: single-domain domain, as the paper reports them: keyed "single-domain", "multi-domain", "domain:<name>"
+    turn_curves: dict[str, list[TurnPoint]] = {}
+    #: dialogues whose turn-level analysis failed (their scores stand; they are in no curve)
+    turn_level_failed: int = 0
     comparison: Optional[Comparison] = None
     #: the judge's calibration (personalens calibrate), when the run named one
     judge_calibration: Optional[CalibrationReport] = None
@@ -183,22 +189,29 @@ def noise(rows: Sequence[ResultRow], k: int, confidence: float) -> dict[str, Noi
     return found
 
 
-def leaks(rows: Iterable[ResultRow]) -> Leaks | None:
+def leaks(rows: Sequence[ResultRow]) -> Leaks | None:
     checked = [row.preference_leak for row in rows if row.preference_leak is not None]
-    if not checked:
+    failed = sum(1 for row in rows if "leak_check" in row.analysis_errors)
+    if not checked and not failed:
         return None
     leaked = sum(1 for c in checked if c.get("leaked"))
-    return Leaks(checked=len(checked), leaked=leaked, rate=leaked / len(checked))
+    return Leaks(checked=len(checked), leaked=leaked, rate=leaked / len(checked) if checked else 0.0, failed=failed)
 
 
-def turn_curve(rows: Iterable[ResultRow]) -> list[TurnPoint]:
-    """Mean turn-level personalization by turn (the paper's Figure 5), from rows judged with ``--turn-level``."""
-    by_turn: dict[int, list[int]] = defaultdict(list)
+def turn_curves(rows: Iterable[ResultRow]) -> dict[str, list[TurnPoint]]:
+    """Mean turn-level personalization by turn (the paper's Figure 5), from rows judged with ``--turn-level``:
+    single-domain and multi-domain apart, and each single-domain domain."""
+    by_group: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        for turn, score in enumerate(row.turn_personalization or [], start=1):
+        if not row.turn_personalization:
+            continue
+        groups = ["multi-domain"] if row.task_kind == "md" else ["single-domain"] + [f"domain:{d}" for d in row.domains[:1]]
+        for turn, score in enumerate(row.turn_personalization, start=1):
             if score is not None:
-                by_turn[turn].append(score)
-    return [TurnPoint(turn=t, n=len(v), mean=mean(v)) for t, v in sorted(by_turn.items())]
+                for group in groups:
+                    by_group[group][turn].append(score)
+    order = sorted(by_group, key=lambda g: (g.startswith("domain:"), g != "single-domain", g))
+    return {g: [TurnPoint(turn=t, n=len(v), mean=mean(v)) for t, v in sorted(by_group[g].items())] for g in order}
 
 
 def build_report(
@@ -214,7 +227,7 @@ def build_report(
     table with the project's overrides (default: the shipped one); ``retest``: the judge's test-retest figures
     (calibration.retest.measure, over the rows that measure it)."""
     agg = thresholds.aggregate
-    summaries = summarise(rows, confidence=agg.confidence)
+    summaries = summarise(rows, confidence=agg.confidence, counting=(settings or {}).get("completion_counting") or "ours")
     gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
     statuses: dict[str, int] = defaultdict(int)
     sources: dict[str, int] = defaultdict(int)
@@ -240,6 +253,7 @@ def build_report(
         judge_retest=retest,
         injection_flagged=[r.case_id for r in rows if r.injection_flags],
         injection_removed=[r.case_id for r in rows if any(f.removed for f in r.injection_flags)],
-        turn_curve=turn_curve(rows), comparison=comparison, judge_calibration=calibration, rows=list(rows),
+        turn_curves=turn_curves(rows), turn_level_failed=sum(1 for r in rows if "turn_level" in r.analysis_errors),
+        comparison=comparison, judge_calibration=calibration, rows=list(rows),
         verdict=verdict, changes=scenario_changes(rows, verdict, baseline),
     )

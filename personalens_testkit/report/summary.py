@@ -48,6 +48,7 @@ def format_summary(report: RunReport) -> list[str]:
     if domains:
         lines += ["", "per domain (single-domain scenarios)", header]
         lines += [_table_row(name.removeprefix("domain:"), aggregates[name]) for name in domains]
+    lines += unreadable_lines(aggregates)
     if report.gates:
         note = "" if report.gates_enforced else " (reported, not enforced: nothing under test ran live)"
         lines += ["", f"aggregate gates{note}:"] + ["  " + gate.describe() for gate in report.gates]
@@ -56,6 +57,24 @@ def format_summary(report: RunReport) -> list[str]:
     if calibration is not None:
         lines += ["", f"judge calibration: {calibration.summary_line()}"]
     return lines + _errors(report) + _ledger(report) + _repeats(report) + _flags_and_leaks(report)
+
+
+def unreadable_lines(aggregates: dict[str, GroupSummary]) -> list[str]:
+    """The judge answers that could not be read, per dimension (each missing from that figure only), and the
+    task-completion rate under the other counting of an unreadable verdict."""
+    overall = aggregates.get("overall")
+    if overall is None or not overall.unreadable:
+        return []
+    counts = ", ".join(f"{SHORT.get(m, m)} {n}" for m, n in overall.unreadable.items())
+    lines = ["", f"unreadable judge answers (a case error; each missing from its own figure only, the case's other "
+                 f"scores counted): {counts}"]
+    if "task_completion" in overall.unreadable:
+        how = {"ours": "left out", "paper": "counted as not completed (the paper's count)"}
+        other = "ours" if overall.completion_counting == "paper" else "paper"
+        lines.append(f"  TCR above: an unreadable verdict {how[overall.completion_counting]}; {how[other]}: " + ", ".join(
+            f"{GROUP_TITLES[g]} {_cell(aggregates[g].task_completion_other)}" for g in ("sd", "md", "overall")
+            if g in aggregates and aggregates[g].task_completion_other is not None and aggregates[g].task_completion_other.n))
+    return lines
 
 
 def _errors(report: RunReport) -> list[str]:
@@ -145,9 +164,13 @@ def _flags_and_leaks(report: RunReport) -> list[str]:
                      f"(exact imitations of the judge's answer format taken out before judging in "
                      f"{len(report.injection_removed)}): " + ", ".join(flagged[:5]) + (" ..." if len(flagged) > 5 else ""))
     leak = report.preference_leaks
-    if leak:
+    if leak and leak.checked:
         lines.append(f"preference leaks in the user agent's opening: {leak.leaked} of {leak.checked} "
                      f"({leak.rate:.0%}) - a leaky user agent inflates personalization")
+    failed = {"leak check": leak.failed if leak else 0, "turn-level": report.turn_level_failed}
+    if any(failed.values()):
+        lines.append("optional analyses that failed (the dialogues' scores stand): "
+                     + ", ".join(f"{name} {count} dialogue(s)" for name, count in failed.items() if count))
     if report.judge_retest is not None:
         lines += describe_retest(report.judge_retest)
     return lines

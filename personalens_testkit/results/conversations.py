@@ -90,7 +90,10 @@ def judge_conversation(judge: Judge, conversation: Conversation, context: UserCo
         verdict = judge.judge(context.judged(), messages, log)
     except Exception as exc:  # every failure is the conversation's error, with its cause
         info = ErrorInfo.of(exc, "judging")
-        row = ResultRow(**base, status="error", error=RowError(**info.__dict__))
+        partial = getattr(exc, "partial", None)  # the dimensions the judge answered readably (JudgeAnswerError.partial)
+        row = ResultRow(**base, status="error", error=RowError(**info.__dict__),
+                        **({} if partial is None else {"partial_scores": partial.scores, "reasons": partial.reasons,
+                                                       "unreadable": partial.unreadable}))
     else:
         row = ResultRow(**base, status="passed", scores=verdict.scores, reasons=verdict.reasons,
                         observations=verdict.observations, suggestions=verdict.suggestions)

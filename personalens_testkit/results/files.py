@@ -26,7 +26,8 @@ from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
 from ..files import BoundedReadError, read_xz, reserve, write_atomically, write_bytes_atomically
-from .rows import IDENTITY_FIELDS, ResultRow, identity_difference, identity_value, stated_difference
+from .identity import IDENTITY_FIELDS, identity_difference, identity_value, stated_difference
+from .rows import ResultRow
 
 
 class ResultsWriter:

@@ -10,9 +10,7 @@ from ..agents.judge import Scores
 from ..scales import METRICS
 
 
-def on_the_scales(scores: Any) -> Any:
-    """Scores as a row may hold them: each metric on its own scale (a yes/no verdict a bool, a rating an integer
-    from its scale's low to its high end); anything else is refused, never read as a score."""
+def _check_scales(scores: Any, *, missing_allowed: bool) -> Any:
     if scores is None:
         return None
     values = scores.model_dump() if isinstance(scores, BaseModel) else scores
@@ -20,6 +18,8 @@ def on_the_scales(scores: Any) -> Any:
         raise ValueError("expected an object of scores, one per metric")
     for metric in METRICS:
         value = values.get(metric.name)
+        if value is None and missing_allowed:
+            continue
         if metric.kind == "bool":
             ok = isinstance(value, bool)
         else:
@@ -28,6 +28,34 @@ def on_the_scales(scores: Any) -> Any:
             scale = "true or false" if metric.kind == "bool" else f"an integer {metric.low}-{metric.high}"
             raise ValueError(f"{metric.name}: expected {scale}, got {value!r}")
     return scores
+
+
+def on_the_scales(scores: Any) -> Any:
+    """Scores as a row may hold them: every metric on its own scale (a yes/no verdict a bool, a rating an integer
+    from its scale's low to its high end); anything else is refused, never read as a score."""
+    return _check_scales(scores, missing_allowed=False)
+
+
+def in_part_on_the_scales(scores: Any) -> Any:
+    """The readable part of a judgement: each metric on its scale, or None where its answer was unreadable."""
+    return _check_scales(scores, missing_allowed=True)
+
+
+def missing(scores: Any) -> set[str]:
+    """The dimensions without a score."""
+    return set() if scores is None else {m.name for m in METRICS if getattr(scores, m.name) is None}
+
+
+def check_partial(status: str, partial: Any, unreadable: dict[str, str], error_kind: str | None) -> None:
+    """The readable part of a judgement stands only on the judge's error of a case whose other answers were
+    unreadable, and a dimension is missing from it exactly where its answer was unreadable."""
+    if partial is None:
+        return
+    if status != "error" or error_kind != "JudgeAnswerError":
+        raise ValueError("partial_scores: only beside the judge's unreadable answers (an error of kind JudgeAnswerError)")
+    if missing(partial) != set(unreadable) or not unreadable:
+        raise ValueError(f"partial_scores: missing {sorted(missing(partial)) or 'none'}, but unreadable names "
+                         f"{sorted(unreadable) or 'none'} (a score is missing exactly where the answer was unreadable)")
 
 
 class RetestRow(BaseModel):
@@ -47,4 +75,6 @@ class RetestRow(BaseModel):
     def _one_outcome(self) -> "RetestRow":
         if (self.scores is None) == (self.error is None):
             raise ValueError("expected either scores or an error")
+        if missing(self.scores):
+            raise ValueError(f"scores: a second judgement has every score (missing {sorted(missing(self.scores))})")
         return self

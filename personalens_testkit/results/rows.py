@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Protocol, Sequence
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..agents.judge import Scores
 from ..data.models import case_id
 from ..evaluation import Evaluation
-from .judged import RetestRow, on_the_scales
+from .identity import RunIdentity
+from .judged import RetestRow, check_partial, in_part_on_the_scales, on_the_scales
 
 Status = Literal["passed", "failed", "error"]
 
@@ -20,60 +21,6 @@ class _Shortfall(Protocol):
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="ignore")
-
-
-class RunIdentity(_Part):
-    """What produced a row, beyond its case: the assistant, each role's model, the data, the floors that
-    decided its status, the testkit. A row stands for a case of another run (``--resume``, ``personalens
-    merge``) only when the two identities are equal; a row without one (an older testkit's) stands for none."""
-
-    assistant: str
-    assistant_kind: str
-    #: the reference assistant's model and prompt variant (None for a bot), and the user context it sees
-    assistant_model: Optional[str] = None
-    assistant_prompt: Optional[str] = None
-    assistant_context: str = ""
-    #: each benchmark role's model as its spec (a [models] name resolved: renaming an entry changes nothing)
-    user_model: str
-    judge_model: str
-    #: the data: the bundled sample or an upstream folder, and a fingerprint of its content
-    data: str
-    #: the per-scenario floors that decided the row's status (thresholds.yaml's ``scenario`` table)
-    floors: str
-    #: the testkit's version
-    testkit: str
-
-
-#: How a one-line message names each field of an identity, in the order they are compared.
-IDENTITY_FIELDS: dict[str, str] = {
-    "assistant": "assistant", "assistant_kind": "assistant kind", "assistant_model": "assistant model",
-    "assistant_prompt": "prompt variant", "assistant_context": "assistant context", "user_model": "user-agent model",
-    "judge_model": "judge model", "data": "data", "floors": "per-scenario floors", "testkit": "testkit version",
-}
-
-
-def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) -> str | None:
-    """The first field (of :data:`IDENTITY_FIELDS`) in which two identities differ; ``identity`` when one of
-    them is missing; None when they are equal (or both missing: nothing to tell them apart)."""
-    if theirs is None or ours is None:
-        return None if theirs is ours else "identity"
-    return next((name for name in IDENTITY_FIELDS if getattr(theirs, name) != getattr(ours, name)), None)
-
-
-#: the set-up fields a row states at its top level (rows of older testkits have nothing else to compare)
-STATED_FIELDS = ("assistant", "assistant_kind", "assistant_model", "assistant_prompt", "assistant_context",
-                 "user_model", "judge_model")
-
-
-def stated_difference(one: "ResultRow", other: "ResultRow") -> str | None:
-    """The first set-up field two rows state differently at their top level (None: the same)."""
-    return next((name for name in STATED_FIELDS if getattr(one, name) != getattr(other, name)), None)
-
-
-def identity_value(identity: RunIdentity | None, field: str) -> str:
-    """A field of an identity as a message quotes it."""
-    value = None if identity is None else getattr(identity, field, None)
-    return "none" if value in (None, "") else f'"{value}"'
 
 
 class RunInfo(_Part):
@@ -175,6 +122,11 @@ class ResultRow(_Part):
     cassette: Optional[str] = None
     repeat: int = 1
     scores: Optional[Scores] = None
+    #: the dimensions whose judge answer could not be read, and why: the case is the judge's error (never scored)
+    unreadable: dict[str, str] = {}
+    #: on such a case, the dimensions the judge did answer readably (None where unreadable): each counts in its
+    #: own figure, as the paper counts them - an unreadable answer is missing for its dimension only
+    partial_scores: Optional[Scores] = None
     reasons: dict[str, str] = {}
     observations: list[str] = []
     suggestions: list[str] = []
@@ -186,6 +138,8 @@ class ResultRow(_Part):
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
+    #: the optional analyses that failed (``turn_level``, ``leak_check``): why; the row's scores stand
+    analysis_errors: dict[str, str] = {}
     #: a second judgement of the dialogue (``--judge-retest``); never a score
     retest: Optional[RetestRow] = None
     #: the first turn whose bot reply differs from the recording (None: none did, or nothing was recorded)
@@ -206,6 +160,13 @@ class ResultRow(_Part):
     seconds: float = 0.0
 
     _scales = field_validator("scores", mode="before")(on_the_scales)
+
+    _partial = field_validator("partial_scores", mode="before")(in_part_on_the_scales)
+
+    @model_validator(mode="after")
+    def _partial_only_beside_unreadable(self) -> "ResultRow":
+        check_partial(self.status, self.partial_scores, self.unreadable, self.error.kind if self.error else None)
+        return self
 
     @property
     def case_id(self) -> str:
@@ -230,8 +191,15 @@ class ResultRow(_Part):
         return self.status in ("passed", "failed") and self.scores is not None
 
     def score(self, metric: str) -> Any:
-        """A metric's score (``None`` for a case without scores)."""
+        """A metric's score (``None`` for a case without scores, or a dimension whose answer was unreadable)."""
         return None if self.scores is None else getattr(self.scores, metric)
+
+    def measured(self, metric: str) -> Any:
+        """The metric's score as a figure counts it: a scored case's, or a readable dimension of a case whose judge
+        answered other dimensions unreadably (the paper's counting: missing for that dimension only); else None."""
+        if self.scored:
+            return self.score(metric)
+        return None if self.partial_scores is None else getattr(self.partial_scores, metric)
 
 
 def build_row(
@@ -246,13 +214,16 @@ def build_row(
         **run.model_dump(),
         scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
         task_kind=scenario.kind.value, domains=list(scenario.domains), status=status, cassette=cassette,
-        scores=verdict.scores if verdict else None,
+        scores=verdict.scores if verdict and not error else None,
+        partial_scores=verdict.scores if verdict and error else None,
+        unreadable=dict(verdict.unreadable) if verdict and error else {},
         reasons=verdict.reasons if verdict else {},
         observations=verdict.observations if verdict else [],
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
-        preference_leak=evaluation.preference_leak, retest=evaluation.retest, reply_change=_reply_change(dialogue.reply_change),
+        preference_leak=evaluation.preference_leak, analysis_errors=dict(evaluation.analysis_errors),
+        retest=evaluation.retest, reply_change=_reply_change(dialogue.reply_change),
         error=None if error is None else RowError(
             kind=error.kind, phase=error.phase, message=error.message, raw_answer=error.raw_answer, source=error.source,
             endpoint=error.endpoint, cause=error.cause, disk_full=error.disk_full,

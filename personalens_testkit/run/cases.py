@@ -11,7 +11,8 @@ from ..data.models import Scenario, case_id
 from ..data.selection import select_scenarios
 from ..errors import UsageError
 from ..results.files import canonical_case, load_rows
-from ..results.rows import IDENTITY_FIELDS, ResultRow, RunIdentity, identity_difference, identity_value
+from ..results.identity import IDENTITY_FIELDS, RunIdentity, identity_difference, identity_value
+from ..results.rows import ResultRow
 from ..settings import RunSettings
 
 
@@ -58,7 +59,7 @@ class RunCases:
     @cached_property
     def resumed(self) -> list[ResultRow]:
         """The scored rows of the ``--resume`` results, one per case, the newest (errors are run again). A row
-        that this run's set-up did not produce (see :class:`~..results.rows.RunIdentity`) is a UsageError
+        that this run's set-up did not produce (see :class:`~..results.identity.RunIdentity`) is a UsageError
         naming the field, or with ``--resume-mismatch rerun`` is set aside and its case run again."""
         path = self.settings.resume
         if path is None:

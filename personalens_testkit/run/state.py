@@ -19,7 +19,8 @@ from ..gating.expectations import Expectations, load_expectations, location
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..llm.registry import describe, resolve
 from ..results.files import ResultsWriter
-from ..results.rows import RunIdentity, RunInfo
+from ..results.identity import RunIdentity
+from ..results.rows import RunInfo
 from ..settings import RunSettings
 from .assistant import AssistantUnderTest
 from .cases import RunCases
@@ -105,14 +106,16 @@ class Run:
         """Before any case: every role's model is usable as configured, and so is the assistant.
 
         Raises :class:`UsageError` with one line naming the role, the option or config entry, and
-        the cause. Without ``reach`` (``--collect-only``) nothing is contacted; with it, the bot is
-        contacted (or started) once and every live remote model gets one minimal real call - a dead
-        endpoint, a wrong key or an unknown model fails the run here, not once per case.
+        the cause. Without ``reach`` (``--collect-only``: listing what a run would do) nothing is contacted
+        and no credentials are needed; with it, credentials are checked, the bot is contacted (or started)
+        once and every live remote model gets one minimal real call - a dead endpoint, a wrong key or an
+        unknown model fails the run here, not once per case.
         """
+        if not reach:
+            return
         self.models.check_credentials(self._role_label)
         self.assistant.check(self.models, reach=reach)
-        if reach:
-            self.models.ping_all(self._role_label)
+        self.models.ping_all(self._role_label)
 
     def _role_label(self, role: str, spec: str) -> str:
         """Where a role's model was chosen: the option, the model entry, or the assistant entry."""

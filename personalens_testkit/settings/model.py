@@ -46,6 +46,8 @@ class RunSettings:
     turn_level: bool = False
     #: chain (one call scoring every prefix, as the paper) or per-turn (one call per assistant reply)
     turn_level_method: str = "chain"
+    #: how an unreadable completion verdict counts in the task-completion rate (gating/aggregate.py)
+    completion_counting: str = "ours"
     leak_check: bool = False
     #: report files (None: the run folder's report.json / junit.xml / report.html / summary.md)
     json_report: Optional[Path] = None

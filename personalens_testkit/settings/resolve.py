@@ -19,6 +19,7 @@ from ..assistants.registry import BUILTIN, AssistantCatalogue
 from ..data.loader import open_dataset
 from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
 from ..errors import DataError, UsageError
+from ..scales import COMPLETION_COUNTINGS
 from ..gating.thresholds import default_thresholds_path
 from ..llm.embedded import LocalServerSettings
 from ..llm.limits import Limits
@@ -91,6 +92,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         turn_level_method=_choice(values, "turn_level_method", ("chain", "per-turn")),
+        completion_counting=_choice(values, "completion_counting", COMPLETION_COUNTINGS),
         leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
         junit_report=values.path("junit_report"), html_report=values.path("html_report"),
         summary_md=values.path("summary_md"),

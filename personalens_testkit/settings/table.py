@@ -168,6 +168,9 @@ SETTINGS: tuple[Setting, ...] = (
             config=False),
     Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
             "of the dialogue) or per-turn (one call per assistant reply)", metavar="{chain,per-turn}", default="chain"),
+    Setting("completion_counting", "how the task-completion rate counts a verdict the judge's answer left unreadable: "
+            "ours (default: left out, nothing guessed) or paper (not completed, as the paper's code counts it; "
+            "--preset paper); the other count is reported beside it", metavar="{ours,paper}", default="ours"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
     Setting("json_report", "the run report as JSON (default: <run folder>/report.json)", "path", metavar="PATH",
