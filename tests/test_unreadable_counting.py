@@ -99,11 +99,15 @@ UNREADABLE = {"kind": "JudgeAnswerError", "phase": "judging", "message": "m", "s
     {"status": "error", "partial_scores": FULL, "error": UNREADABLE},                         # nothing unreadable
     {"status": "error", "partial_scores": {**FULL, "personalization": 7}, "unreadable": {"coherence_user": "x"},
      "error": UNREADABLE},                                                                    # off its scale
+    {"status": "error", "unreadable": {"task_completion": "x"}, "error": {**UNREADABLE, "kind": "ModelError"}},
+    {"status": "passed", "scores": FULL, "unreadable": {"task_completion": "x"}},             # unreadable, yet scored
+    {"status": "error", "scores": FULL, "partial_scores": {**FULL, "personalization": None},
+     "unreadable": {"personalization": "x"}, "error": UNREADABLE},                            # both
 ])
 def test_a_missing_score_stands_only_beside_an_unreadable_answer(tmp_path, bad):
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps({"scenario_id": "user1-SD-Alarm-task-1", **bad}) + "\n")
-    with pytest.raises(UsageError, match="results.jsonl.*(scores|personalization)"):
+    with pytest.raises(UsageError, match="results.jsonl.*(scores|personalization|unreadable)"):
         load_rows(path, what="--resume")
 
 
@@ -142,3 +146,27 @@ def test_end_to_end_the_case_is_the_judges_error_and_its_other_scores_count(pyte
     assert (overall["task_completion_other"]["n"], overall["task_completion_other"]["mean"]) == other
     out = result.stdout.str()
     assert "unreadable judge answers" in out and "TCR above: an unreadable verdict" in out
+
+
+def test_a_comparison_counts_as_the_run_does():
+    """The baseline comparison (and the early stop, through the same scenario values) counts an unreadable
+    completion verdict as the report does: left out, or not completed under the paper's counting."""
+    from personalens_testkit.gating.compare import compare_rows
+    from personalens_testkit.run.early_stop import EarlyStop
+    from personalens_testkit.gating.thresholds import Thresholds
+
+    base = [_row(i, FULL) for i in range(20)]
+    candidate = [_row(i, FULL, ("task_completion",)) if i < 10 else _row(i, FULL) for i in range(20)]
+
+    def completion(comparison):
+        return next(d for d in comparison.results if d.group == "overall" and d.metric == "task_completion")
+
+    ours, paper = completion(compare_rows(base, candidate)), completion(compare_rows(base, candidate, counting="paper"))
+    assert (ours.n, ours.difference.mean) == (10, 0) and (paper.n, paper.difference.mean) == (20, -0.5)
+    stops = {c: EarlyStop.build(Thresholds().aggregate, ["Alarm"], enforced=False, repeat=1, base_rows=base, margin=0,
+                                counting=c) for c in ("ours", "paper")}
+    for counting, stop in stops.items():
+        for row in candidate:
+            stop.observe(row)
+        (test,) = [t for t in stop.tests if t.metric == "task_completion" and t.group == "overall"]
+        assert test.test.sequence.n == (10 if counting == "ours" else 20)

@@ -55,7 +55,8 @@ def _judge(args: argparse.Namespace) -> int:
     finally:
         pool.close()
         writer.close()
-    report = build_report(rows, thresholds, run={**info.model_dump(), "source": str(args.conversations)})
+    report = build_report(rows, thresholds, run={**info.model_dump(), "source": str(args.conversations)},
+                          settings={"completion_counting": settings.completion_counting})
     for line in format_summary(report):
         print(line)
     written = write_report_files(report, json_path=folder / "report.json", junit_path=folder / "junit.xml",

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..scales import COMPLETION_COUNTINGS
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.compare import compare_rows
 from ..costs.prices import load_prices
 from ..gating.expectations import load_expectations, location, update_expectations
-from ..gating.thresholds import Thresholds, load_thresholds
+from ..gating.thresholds import load_thresholds
 from ..gating.verdict import run_verdict
 from ..report.agreement import agreement, format_agreement, load_labels
 from ..report.model import build_report
@@ -29,12 +30,9 @@ from ..settings import RunSettings, resolve_settings
 
 
 def _settings(args: argparse.Namespace) -> RunSettings:
-    options = {"thresholds": getattr(args, "thresholds", None), "expectations": getattr(args, "expectations", None)}
+    options = {"thresholds": getattr(args, "thresholds", None), "expectations": getattr(args, "expectations", None),
+               "completion_counting": getattr(args, "completion_counting", None)}
     return resolve_settings(options, Path.cwd(), os.environ)
-
-
-def _thresholds(args: argparse.Namespace) -> Thresholds:
-    return load_thresholds(_settings(args).thresholds_path)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -89,7 +87,8 @@ def run_of(rows: list[ResultRow], source: str) -> dict[str, object]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    rules = _thresholds(args).aggregate
+    settings = _settings(args)
+    rules = load_thresholds(settings.thresholds_path).aggregate
     confidence = rules.confidence if args.confidence is None else args.confidence
     candidate = load_rows(Path(args.candidate), what="candidate")
     retest = measure(candidate, confidence=confidence)
@@ -98,7 +97,7 @@ def _compare(args: argparse.Namespace) -> int:
     result = compare_rows(load_rows(Path(args.base), what="base"), candidate,
                           margin=args.margin, confidence=confidence, gate_domains=args.per_domain, min_n=rules.min_n,
                           max_missing=rules.max_infrastructure_errors, measured=measured,
-                          margin_basis=margin_basis(retest, measured, live))
+                          margin_basis=margin_basis(retest, measured, live), counting=settings.completion_counting)
     for line in format_comparison(result):
         print(line)
     if result.shared_scenarios == 0 and not result.coverage_failure:
@@ -148,6 +147,13 @@ def _report_files(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
     cmd.add_argument("--expectations", metavar="PATH",
                      help="judge rows of older versions (which carry no verdict) against this expectations file")
+    _counting(cmd)
+
+
+def _counting(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--completion-counting", choices=COMPLETION_COUNTINGS, default=None,
+                     help="how an unreadable completion verdict counts: ours (left out) or paper (not completed); "
+                          "default: the project's config, else ours - give the run's (a --preset paper run: paper)")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -172,6 +178,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                               "moving only the red bar; else 0)")
     compare.add_argument("--confidence", type=float, default=None,
                          help="of the intervals, more than 0.5 and less than 1 (default: thresholds.yaml's, 0.95)")
+    _counting(compare)
     compare.add_argument("--thresholds", metavar="PATH",
                          help="where confidence, min_n and max_infrastructure_errors come from (default: ./thresholds.yaml)")
     compare.add_argument("--per-domain", action="store_true", help="a significant drop in any one domain also fails")

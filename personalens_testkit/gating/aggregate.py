@@ -69,7 +69,8 @@ def scenario_values(rows: Iterable[ResultRow], metric: str, *, counting: str = "
         if value is not None:
             value = float(value)
         elif metric == TASK_COMPLETION.name and (
-                is_assistant_error(row) or (counting == "paper" and TASK_COMPLETION.name in row.unreadable)):
+                is_assistant_error(row) or (counting == "paper" and row.partial_scores is not None
+                                            and TASK_COMPLETION.name in row.unreadable)):
             value = 0.0
         else:
             continue
@@ -96,7 +97,8 @@ class GroupSummary(BaseModel):
     assistant_errors: int = 0
     infrastructure_errors: int = 0
     metrics: dict[str, Estimate]
-    #: per metric, the scored cases whose judge answer for it was unreadable (missing from that figure only)
+    #: per metric, the cases whose judge answer for it was unreadable (the judge's errors; missing from that figure
+    #: only, their readable dimensions counted in theirs)
     unreadable: dict[str, int] = {}
     #: the task-completion rate under the other counting of an unreadable verdict than ``metrics``' (reported
     #: beside it; the same figure when no verdict was unreadable)
@@ -120,7 +122,7 @@ class GroupSummary(BaseModel):
 
 def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95, counting: str = "ours") -> dict[str, GroupSummary]:
     """``counting``: how the headline task-completion rate counts an unreadable verdict (the other count is
-    reported beside it, ``task_completion_paper``)."""
+    reported beside it, ``task_completion_other``)."""
     summaries = {}
     for name, members in group_rows(rows).items():
         errors = [r for r in members if r.status == "error"]

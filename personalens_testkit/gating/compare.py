@@ -119,8 +119,9 @@ def coverage_of(base: dict[str, str], candidate: dict[str, str]) -> Coverage:
 def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, margin: float | None = 0.0,
                  confidence: float = 0.95, gate_domains: bool = False, min_n: int = 1,
                  max_missing: float = 0.05, measured: Mapping[str, float] | None = None,
-                 margin_basis: str = "stated") -> Comparison:
-    """``margin``: the drop every metric tolerates; None: each metric's ``measured`` margin (0 where none is)."""
+                 margin_basis: str = "stated", counting: str = "ours") -> Comparison:
+    """``margin``: the drop every metric tolerates; None: each metric's ``measured`` margin (0 where none is);
+    ``counting``: how an unreadable completion verdict counts (``--completion-counting``)."""
     if not 0.5 < confidence < 1.0:
         raise UsageError(f"--confidence: must be more than 0.5 and less than 1 (got {confidence:g})")
     if margin is not None and not (math.isfinite(margin) and margin >= 0):
@@ -133,7 +134,8 @@ def compare_rows(base: Iterable[ResultRow], candidate: Iterable[ResultRow], *, m
     coverage = coverage_of(base_state, candidate_state)
     results = []
     for metric in HEADLINE:
-        a, b = scenario_values(base_rows, metric), scenario_values(candidate_rows, metric)
+        a = scenario_values(base_rows, metric, counting=counting)
+        b = scenario_values(candidate_rows, metric, counting=counting)
         shared = sorted(set(a) & set(b))
         for group, ids in _groups(shared, info).items():
             results.append(_difference(group, metric, ids, a, b, margin=margins[metric], confidence=confidence,

@@ -22,6 +22,7 @@ from ..scales import METRIC_BY_NAME, METRICS
 from .html_sections import estimate_signed, retest_html, role_cost_html
 from .html_changes import CSS as CHANGES_CSS, changes_html, checks_html, verdict_html
 from .model import RunReport, TurnPoint
+from .summary import unreadable_lines
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2430;max-width:1180px}
@@ -71,7 +72,9 @@ def _table(report: RunReport) -> str:
                     f"<td>{group.infrastructure_errors}</td>{cells}</tr>")
     return (f"<table class='table3'><tr><th></th><th>n</th><th>bot errors</th><th>infra errors</th>{head}</tr>"
             f"{''.join(body)}</table><p class='muted'>Task completion counts your bot's errors as not completed; errors "
-            "of the user agent, the judge or the setup (infra) are counted apart and never scored.</p>")
+            "of the user agent, the judge or the setup (infra) are counted apart and never scored.</p>"
+            + "".join(f"<p class='muted'>{escape(line.strip())}</p>" for line in unreadable_lines(report.aggregates)
+                      if line.strip()))
 
 
 def _estimate(e: Estimate) -> str:
@@ -113,7 +116,7 @@ def _domain_bars(report: RunReport, metric: str) -> str:
 
 def _distribution(rows: Sequence[ResultRow], metric: str) -> str:
     info = METRIC_BY_NAME[metric]
-    values = [r.score(metric) for r in rows if r.scores is not None]
+    values = [r.measured(metric) for r in rows]  # as the figures count them: a readable dimension of any case
     levels: list[Any] = [False, True] if info.kind == "bool" else list(range(info.low, info.high + 1))
     counts = [sum(1 for v in values if v == level) for level in levels]
     top = max(counts + [1])

@@ -169,8 +169,10 @@ def _flags_and_leaks(report: RunReport) -> list[str]:
                      f"({leak.rate:.0%}) - a leaky user agent inflates personalization")
     failed = {"leak check": leak.failed if leak else 0, "turn-level": report.turn_level_failed}
     if any(failed.values()):
+        first = next((f"{row.case_id}: {why}" for row in report.rows for why in row.analysis_errors.values()), "")
         lines.append("optional analyses that failed (the dialogues' scores stand): "
-                     + ", ".join(f"{name} {count} dialogue(s)" for name, count in failed.items() if count))
+                     + ", ".join(f"{name} {count} dialogue(s)" for name, count in failed.items() if count)
+                     + (f"; the first: {first}" if first else ""))
     if report.judge_retest is not None:
         lines += describe_retest(report.judge_retest)
     return lines

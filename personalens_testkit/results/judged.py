@@ -46,14 +46,17 @@ def missing(scores: Any) -> set[str]:
     return set() if scores is None else {m.name for m in METRICS if getattr(scores, m.name) is None}
 
 
-def check_partial(status: str, partial: Any, unreadable: dict[str, str], error_kind: str | None) -> None:
-    """The readable part of a judgement stands only on the judge's error of a case whose other answers were
-    unreadable, and a dimension is missing from it exactly where its answer was unreadable."""
-    if partial is None:
+def check_partial(status: str, scores: Any, partial: Any, unreadable: dict[str, str], error_kind: str | None) -> None:
+    """Unreadable answers and the readable part of a judgement go together, only on the judge's error of a case
+    (never beside scores), and a dimension is missing from that part exactly where its answer was unreadable."""
+    if partial is None and not unreadable:
         return
-    if status != "error" or error_kind != "JudgeAnswerError":
-        raise ValueError("partial_scores: only beside the judge's unreadable answers (an error of kind JudgeAnswerError)")
-    if missing(partial) != set(unreadable) or not unreadable:
+    if partial is None or not unreadable:
+        raise ValueError("partial_scores: stand with unreadable, and unreadable with partial_scores")
+    if status != "error" or error_kind != "JudgeAnswerError" or scores is not None:
+        raise ValueError("partial_scores: only on the judge's error of a case (kind JudgeAnswerError), never beside "
+                         "scores")
+    if missing(partial) != set(unreadable):
         raise ValueError(f"partial_scores: missing {sorted(missing(partial)) or 'none'}, but unreadable names "
                          f"{sorted(unreadable) or 'none'} (a score is missing exactly where the answer was unreadable)")
 

@@ -165,7 +165,8 @@ class ResultRow(_Part):
 
     @model_validator(mode="after")
     def _partial_only_beside_unreadable(self) -> "ResultRow":
-        check_partial(self.status, self.partial_scores, self.unreadable, self.error.kind if self.error else None)
+        check_partial(self.status, self.scores, self.partial_scores, self.unreadable,
+                      self.error.kind if self.error else None)
         return self
 
     @property

@@ -90,6 +90,8 @@ def _bounds(metric: str) -> tuple[float, float]:
 class EarlyStop:
     tests: list[_Test]
     repeat: int = 1
+    #: how an unreadable completion verdict counts (``--completion-counting``)
+    counting: str = "ours"
     #: rows of scenarios whose tries have not all arrived
     _pending: dict[str, list[ResultRow]] = field(default_factory=dict)
     scenarios: int = 0
@@ -97,7 +99,8 @@ class EarlyStop:
 
     @classmethod
     def build(cls, rules: AggregateGates, domains: Sequence[str], *, enforced: bool, repeat: int,
-              base_rows: Sequence[ResultRow] | None, margin: float) -> EarlyStop:
+              base_rows: Sequence[ResultRow] | None, margin: float, counting: str = "ours") -> EarlyStop:
+        """``counting``: how an unreadable completion verdict counts (``--completion-counting``), as the report's."""
         specs: list[tuple[str, str, str, float, Mapping[str, float] | None, tuple[float, float]]] = []
         for gate in rules.gates if enforced else ():
             scopes = [f"domain:{d}" for d in domains] if gate.scope == "each_domain" else [gate.scope]
@@ -108,7 +111,7 @@ class EarlyStop:
             kinds = {row.scenario_id: row.task_kind for row in base_rows}
             for metric in HEADLINE:
                 low, high = _bounds(metric)
-                base = scenario_values(base_rows, metric)
+                base = scenario_values(base_rows, metric, counting=counting)
                 for group in GATED_GROUPS:
                     if group == "overall" or group in kinds.values():
                         specs.append((f"baseline {metric} {group} >= -{margin:g}", metric, group, -margin, base,
@@ -116,7 +119,7 @@ class EarlyStop:
         alpha = (1.0 - rules.confidence) / max(1, len(specs))
         tests = [_Test(SequentialTest(name, bar, ConfidenceSequence(alpha, low, high)), metric, group, base)
                  for name, metric, group, bar, base, (low, high) in specs]
-        return cls(tests=tests, repeat=repeat)
+        return cls(tests=tests, repeat=repeat, counting=counting)
 
     def observe(self, row: ResultRow) -> str | None:
         """Take one case's row; the reason to stop starting cases, once the verdict is decided."""
@@ -132,7 +135,7 @@ class EarlyStop:
         for entry in self.tests:
             if entry.group not in groups:
                 continue
-            value = scenario_values(tries, entry.metric).get(row.scenario_id)
+            value = scenario_values(tries, entry.metric, counting=self.counting).get(row.scenario_id)
             if value is None:
                 continue
             if entry.base is not None:

@@ -51,7 +51,8 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
         comparison = compare_rows(base_rows, rows, margin=settings.baseline_margin,
                                   confidence=rules.confidence, min_n=rules.min_n,
                                   max_missing=rules.max_infrastructure_errors, measured=measured,
-                                  margin_basis=margin_basis(retest, measured, live))
+                                  margin_basis=margin_basis(retest, measured, live),
+                                  counting=settings.completion_counting)
     problems: list[str] = []  # part of the verdict (and so of every report)
     try:
         recorded = recording.keep_recorded(rows)
