@@ -57,6 +57,11 @@ def test_personalens_toml_overlays_pyproject(tmp_path):
     ('[tool.personalens]\njudge = "x"\n', r"pyproject.toml: tool.personalens.judge: unknown key"),
     ('[tool.personalens.local]\nn_ctx = 10\n', r"tool.personalens.local.n_ctx: Input should be greater than or equal to 512"),
     ('[tool.personalens\n', r"pyproject.toml: not valid TOML"),
+    # a number is a number: a TOML true, a string or a fraction where an integer belongs is named, never read
+    ('[tool.personalens]\nmax_cost = true\n', r"tool.personalens.max_cost: Input should be a valid number \(got True\)"),
+    ('[tool.personalens]\njudge_retest = "0.5"\n', r"tool.personalens.judge_retest: Input should be a valid number"),
+    ('[tool.personalens]\nmax_turns = 3.0\n', r"tool.personalens.max_turns: Input should be a valid integer"),
+    ('[tool.personalens]\njudge_retest = nan\n', r"tool.personalens.judge_retest: "),
 ])
 def test_config_errors_name_the_key(tmp_path, text, message):
     (tmp_path / "pyproject.toml").write_text(text)

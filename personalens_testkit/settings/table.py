@@ -9,17 +9,17 @@ same for every setting: command-line option > environment variable > project con
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
+
+from pydantic import StrictFloat, StrictInt
 
 from ..errors import UsageError
 
-from typing import Union
-
 Kind = Literal["str", "int", "float", "flag", "path", "list", "csv"]
 #: how the project config may write a value of each kind ("csv": ``"7,53"`` or ``[7, 53]``)
-_PY = {"str": str, "int": int, "float": float, "flag": bool, "path": str, "list": list[str],
+#: numbers strictly: a TOML true or "0.5" for a number is a mistake to name, never read as 1 or 0.5
+_PY = {"str": str, "int": StrictInt, "float": StrictFloat, "flag": bool, "path": str, "list": list[str],
        "csv": Union[str, list[Union[int, str]]]}
 
 
