@@ -113,22 +113,23 @@ def measure(rows: Iterable[Any], *, share: float | None = None, confidence: floa
     if not retested:
         return None
     drift_pairs = len(drift[METRICS[0].name])
+    shifts = {m: _shift(METRIC_BY_NAME[m], drift[m], confidence) for m in HEADLINE} if drift_pairs else {}
     return JudgeRetest(share=share, retested=retested, failed=failed, failures=failures,
-                       dimensions=[_dimension(m, pairs[m.name], confidence) for m in METRICS], drift_pairs=drift_pairs,
-                       confidence=confidence, drift={m: _shift(METRIC_BY_NAME[m], drift[m], confidence) for m in HEADLINE} if drift_pairs else {})
+                       dimensions=[_dimension(m, pairs[m.name], confidence) for m in METRICS],
+                       drift_pairs=drift_pairs, drift=shifts, confidence=confidence)
 
 
 def judged_now(rows: Iterable[Any]) -> float:
     """The share of the scored rows whose scores a judge drew now rather than a recording played back (a row that
     no longer keeps its calls counts as played back)."""
     scored = [row for row in rows if row.scored]
-    if not scored:
-        return 0.0
-    def live(row: Any) -> bool:
-        if row.retest is not None and row.retest.first is not None:
-            return row.retest.first == "live"
-        return any(call.role == "judge" and not call.replayed for call in row.calls)
-    return sum(live(row) for row in scored) / len(scored)
+    return sum(map(_judged_live, scored)) / len(scored) if scored else 0.0
+
+
+def _judged_live(row: Any) -> bool:
+    if row.retest is not None and row.retest.first is not None:  # the first judgement's own record
+        return row.retest.first == "live"
+    return any(call.role == "judge" and not call.replayed for call in row.calls)
 
 
 def drift_margins(retest: JudgeRetest | None, live_share: float = 1.0) -> dict[str, float]:
@@ -173,7 +174,8 @@ def margin_basis(retest: JudgeRetest | None, margins: Mapping[str, float], live_
         return (f"none measured: {retest.drift_pairs} dialogue(s) judged from the recording and again now, fewer "
                 f"than {MIN_PAIRS}")
     shown = {metric: value for metric, value in margins.items() if value > 0}
+    where = f"{retest.drift_pairs} dialogue(s) judged from the recording and now"
     if not shown:
-        return f"the judge showed no drop of its own on {retest.drift_pairs} dialogue(s) judged from the recording and now"
-    return (f"the drop the judge alone showed on {retest.drift_pairs} dialogue(s) judged from the recording and now, "
-            f"times the {live_share:.0%} of scores judged now: " + ", ".join(f"{metric} {value:.3g}" for metric, value in shown.items()))
+        return f"the judge showed no drop of its own on {where}"
+    return (f"the drop the judge alone showed on {where}, times the {live_share:.0%} of scores judged now: "
+            + ", ".join(f"{metric} {value:.3g}" for metric, value in shown.items()))

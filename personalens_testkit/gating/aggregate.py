@@ -57,8 +57,6 @@ def group_rows(rows: Iterable[ResultRow]) -> dict[str, list[ResultRow]]:
     return groups
 
 
-
-
 def scenario_values(rows: Iterable[ResultRow], metric: str, *, counting: str = "ours") -> dict[str, float]:
     """One value per scenario: the mean of its tries' scores (for task completion, a try on which the
     bot failed counts as not completed), by scenario id. A dimension whose judge answer was unreadable is
@@ -129,10 +127,10 @@ def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95, counting: 
         bot = sum(1 for r in errors if is_assistant_error(r))
         values = {m.name: tuple(scenario_values(members, m.name, counting=counting).values()) for m in METRICS}
         estimates = {m.name: estimate(m, values[m.name], confidence) for m in METRICS}
-        other = "ours" if counting == "paper" else "paper"
-        other_rate = estimate(TASK_COMPLETION, scenario_values(members, TASK_COMPLETION.name, counting=other).values(),
-                              confidence)
         unreadable = {m.name: sum(1 for r in members if m.name in r.unreadable) for m in METRICS}
+        other = "ours" if counting == "paper" else "paper"  # the two counts differ only with an unreadable verdict
+        other_rate = estimates[TASK_COMPLETION.name] if not unreadable[TASK_COMPLETION.name] else estimate(
+            TASK_COMPLETION, scenario_values(members, TASK_COMPLETION.name, counting=other).values(), confidence)
         summaries[name] = GroupSummary(group=name, scored=sum(1 for r in members if r.scored), errors=len(errors),
                                        assistant_errors=bot, infrastructure_errors=len(errors) - bot, metrics=estimates,
                                        values=values, unreadable={k: v for k, v in unreadable.items() if v},

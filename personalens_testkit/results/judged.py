@@ -76,8 +76,6 @@ class RetestRow(BaseModel):
 
     @model_validator(mode="after")
     def _one_outcome(self) -> "RetestRow":
-        if (self.scores is None) == (self.error is None):
+        if (self.scores is None) == (self.error is None):  # every score present: on_the_scales
             raise ValueError("expected either scores or an error")
-        if missing(self.scores):
-            raise ValueError(f"scores: a second judgement has every score (missing {sorted(missing(self.scores))})")
         return self

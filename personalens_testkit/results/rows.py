@@ -192,7 +192,7 @@ class ResultRow(_Part):
         return self.status in ("passed", "failed") and self.scores is not None
 
     def score(self, metric: str) -> Any:
-        """A metric's score (``None`` for a case without scores, or a dimension whose answer was unreadable)."""
+        """A metric's score (``None`` for a case without scores)."""
         return None if self.scores is None else getattr(self.scores, metric)
 
     def measured(self, metric: str) -> Any:
