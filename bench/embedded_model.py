@@ -27,7 +27,8 @@ from personalens_testkit.data import open_dataset
 from personalens_testkit.data.context import build_context
 from personalens_testkit.evaluation import Evaluator
 from personalens_testkit.llm.base import ChatRequest, Message
-from personalens_testkit.llm.embedded import DEFAULT_LOCAL_CAPS, EmbeddedServer, LocalServerSettings, wait_until_healthy
+from personalens_testkit.llm.embedded import EmbeddedServer, wait_until_healthy
+from personalens_testkit.llm.local_settings import DEFAULT_LOCAL_CAPS, LocalServerSettings
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 
 

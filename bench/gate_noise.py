@@ -62,7 +62,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from personalens_testkit.agents.judge import Scores  # noqa: E402
+from personalens_testkit.scales import Scores  # noqa: E402
 from personalens_testkit.data.loader import open_dataset  # noqa: E402
 from personalens_testkit.data.selection import Selection, select_scenarios  # noqa: E402
 from personalens_testkit.calibration.retest import drift_margins, measure  # noqa: E402

@@ -46,3 +46,8 @@ def mark_replayed() -> None:
     outcome = CALL_OUTCOME.get()
     if outcome is not None:
         outcome["replayed"] = True
+
+
+#: Told of each finished turn of a dialogue (scenario id, turns done, turn limit): the run's progress display,
+#: when it shows one.
+ON_TURN: ContextVar[Callable[[str, int, int], None] | None] = ContextVar("personalens_on_turn", default=None)

@@ -9,13 +9,12 @@ asks for the ``scenario`` argument; the plugin is inert for every other test.
 from __future__ import annotations
 
 import os
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
 from .data.models import Scenario, TaskKind, case_id
 from .errors import PersonalensError
-from .evaluation import Evaluation
 from .gating.expectations import PASS, Expectation, case_verdict
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .plugin_support import (
@@ -29,7 +28,10 @@ from .secrets import redact, register_secret_names
 from .settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
 from .transcripts import describe_replay_change, describe_shortfalls
 
-EVALUATION = pytest.StashKey[Evaluation]()
+if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first case, not with pytest
+    from .evaluation import Evaluation
+
+EVALUATION = pytest.StashKey["Evaluation"]()
 #: the floors a case missed, as its own check found them (its row reports exactly those)
 SHORTFALLS = pytest.StashKey[list]()
 #: the case's verdict against its expectation (gating.expectations.case_verdict)

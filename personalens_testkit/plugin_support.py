@@ -12,7 +12,7 @@ from typing import Any, Generator
 
 import pytest
 
-from .agents.dialogue import ON_TURN
+from .callsite import ON_TURN
 from .data.models import Scenario
 from .errors import PersonalensError
 from .report.summary import format_comparison, format_summary, format_verdict, stop_lines

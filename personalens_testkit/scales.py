@@ -7,7 +7,9 @@ normalisation happens only inside the deepeval adapter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
+
+from pydantic import create_model
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,8 @@ SHORT = {m.name: m.short for m in METRICS}
 #: it as not completed, as upstream's code does (util/gather_evaluation.py:206-213; a rating it cannot read it leaves
 #: out, line 84, as both countings do), so the figure compares with the paper's
 COMPLETION_COUNTINGS = ("ours", "paper")
+
+#: The judged scores of one dialogue, on the benchmark's own scales: a field per metric of this module
+#: (None: the judge's answer for that dimension could not be read - missing for that dimension only, never guessed).
+Scores = create_model("Scores", __doc__="The judged scores of one dialogue, on the benchmark's own scales.",
+                      **{m.name: (Optional[m.python_type], ...) for m in METRICS})

@@ -4,9 +4,10 @@ reproducing its recording)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .evaluation import Evaluation
+if TYPE_CHECKING:
+    from .evaluation import Evaluation
 
 
 def format_transcript(evaluation: Evaluation) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,19 @@ def test_every_error_the_package_defines_is_in_the_drawn_tree():
 def test_the_architecture_page_describes_every_part(layer):
     page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     assert f"`{layer}" in page
+
+
+#: what only a case, a statistic or a live server needs: loaded when it is needed, never with the plugin
+LATER = ("numpy", "httpx", "httpcore", "vcr", "boto3", "botocore", "jinja2", "deepeval",
+         "personalens_testkit.evaluation", "personalens_testkit.agents")
+
+
+def test_loading_the_plugin_leaves_what_a_case_needs_for_later():
+    """pytest loads the plugin in every process of the environment (its entry point): the dialogue and judging
+    machinery, numpy and the HTTP client load when a case, a statistic or a server needs them (bench/startup.py
+    measures what that saves a process before its first case)."""
+    code = f"import sys, personalens_testkit.plugin; print(' '.join(m for m in {LATER!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "", f"loaded with the plugin: {done.stdout.strip()}"
+

@@ -48,6 +48,12 @@ def test_collection_bench_small(tmp_path):
     assert "bundled sample (--sample 50)" in out and "full data (--sample all)" in out
 
 
+def test_startup_bench_small():
+    out = bench("bench/startup.py", "--repeat", "1")
+    assert re.search(r"before the first case \(CPU-s, median of 1\): ours \d+\.\d{3} .* bare \d+\.\d{3}", out), out
+    assert re.search(r"--collect-only of one case \(CPU-s of the process\): ours .*: ratio \d+\.\d{2}x", out), out
+
+
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("*.py")))
 def test_every_bench_script_has_usage(script):
     assert "usage" in bench(f"bench/{script}", "--help").lower()

@@ -13,9 +13,8 @@ import httpx
 import pytest
 
 from personalens_testkit.errors import ModelServerError
-from personalens_testkit.llm.embedded import (
-    EmbeddedServer, LocalServerSettings, ServerPool, bundled_model_path, wait_until_healthy,
-)
+from personalens_testkit.llm.embedded import EmbeddedServer, ServerPool, wait_until_healthy
+from personalens_testkit.llm.local_settings import LocalServerSettings, bundled_model_path
 
 
 def _gone(pid: int, within: float = 20.0) -> bool:

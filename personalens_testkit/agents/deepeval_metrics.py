@@ -108,8 +108,8 @@ def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
     from pydantic import TypeAdapter, ValidationError
 
     from ..errors import ConfigError, dotted
-    from ..llm.embedded import LocalServerSettings
-    from ..llm.entries import ModelEntry
+    from ..llm.local_settings import LocalServerSettings
+    from ..llm.entries import OPENAI_DEFAULT_URL, ModelEntry
     from ..llm.registry import ModelContext, create_model
     from ..projectfiles import read_layers, table
 
@@ -133,7 +133,7 @@ def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
 
     context = ModelContext(
         local_url_for=local_url_for, named=named, openai_api_key_env=key_env or "OPENAI_API_KEY",
-        openai_base_url=os.environ.get("OPENAI_BASE_URL") or base_url or "https://api.openai.com/v1",
+        openai_base_url=os.environ.get("OPENAI_BASE_URL") or base_url or OPENAI_DEFAULT_URL,
     )
     return create_model(spec, context, "judge")
 

@@ -12,12 +12,11 @@ error still holds the transcript up to the failed call.
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
 
 from ..assistants.base import Assistant, AssistantInput
+from ..callsite import ON_TURN
 from ..data.context import ScenarioContext
 from ..data.models import TaskKind
 from ..errors import ReplyChangedError
@@ -63,10 +62,6 @@ class Dialogue:
 
 def turn_limit(kind: TaskKind, override: int | None = None) -> int:
     return override if override is not None else MAX_TURNS[kind]
-
-
-#: Told of each finished turn (scenario id, turns done, turn limit): the run's progress display, when it shows one.
-ON_TURN: ContextVar[Callable[[str, int, int], None] | None] = ContextVar("personalens_on_turn", default=None)
 
 
 def _tell(scenario_id: str, turn: int, max_turns: int) -> None:

@@ -16,14 +16,14 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel
 
 from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
 from ..timebox import DaemonPool
 from ..scales import (
     COHERENCE_ASSISTANT, COHERENCE_USER, METRICS, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
-    TASK_COMPLETION, Metric,
+    TASK_COMPLETION, Metric, Scores,
 )
 from ..errors import JudgeAnswerError
 from .answers import (
@@ -36,8 +36,6 @@ from ..prompts.render import bullet_pairs, dialogue_block, fill, interactions_bl
 JUDGE_TEMPERATURE = 0.0
 #: the paper's answer budget for its judge
 JUDGE_MAX_TOKENS = 4000
-#: how --turn-level judges: the paper's one chain-of-turn call, or one call per assistant reply
-TURN_METHODS = ("chain", "per-turn")
 RATED_SIDES: tuple[tuple[Metric, str], ...] = (
     (NATURALNESS_USER, "judge_naturalness"), (NATURALNESS_ASSISTANT, "judge_naturalness"),
     (COHERENCE_USER, "judge_coherence"), (COHERENCE_ASSISTANT, "judge_coherence"),
@@ -47,12 +45,6 @@ _RATING_TEMPLATES = {metric.name: template for metric, template in RATED_SIDES}
 JUDGED_ORDER = (TASK_COMPLETION.name, PERSONALIZATION.name, *(metric.name for metric, _ in RATED_SIDES))
 
 A = TypeVar("A", bound=BaseModel)
-
-
-#: The judged scores of one dialogue, on the benchmark's own scales: a field per metric of :mod:`..scales`
-#: (None: the judge's answer for that dimension could not be read - missing for that dimension only, never guessed).
-Scores = create_model("Scores", __doc__="The judged scores of one dialogue, on the benchmark's own scales.",
-                      **{m.name: (Optional[m.python_type], ...) for m in METRICS})
 
 
 class Verdict(BaseModel):
@@ -79,7 +71,8 @@ class Judge:
     model: ChatModel
     #: how many of a dialogue's six judge calls are made at once (1: one after the other)
     parallel: int = 1
-    #: how turn-level personalization is judged (see :data:`TURN_METHODS`)
+    #: how turn-level personalization is judged: ``chain`` (the paper's one chain-of-turn call) or ``per-turn`` (one
+    #: call per assistant reply); the choices are the ``turn_level_method`` setting's
     turn_method: str = "chain"
 
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:

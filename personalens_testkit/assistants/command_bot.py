@@ -34,7 +34,7 @@ from typing import IO
 
 from .. import timebox
 from ..errors import ContractError, ModelError
-from ..llm.deadlines import timed_out
+from ..llm.timeouts import timed_out
 from ..llm.entries import expand_env
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload

@@ -43,7 +43,7 @@ import json
 from typing import Any
 
 from ..errors import ContractError
-from ..llm.openai_compat import token_count
+from ..llm.base import token_count
 from .base import AssistantInput, AssistantReply
 
 

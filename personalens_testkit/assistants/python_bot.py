@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ContractError, ModelError
-from ..llm.deadlines import timed_out
+from ..llm.timeouts import timed_out
 from ..timebox import TimeLimit, call_by_deadline
 from .base import AssistantInput, AssistantReply
 from .contract import parse_reply, request_payload

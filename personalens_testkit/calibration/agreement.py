@@ -7,17 +7,20 @@ resamples drawn with a fixed seed, so the same answers always give the same inte
 (every label and answer one level) are left out. Measured on simulated judges (bench/calibration_bars.py
 --coverage): it covers the true kappa 94-95 % of the time for a random judge, 90-97 % for one right 8 times
 in 10, 86-97 % for one right 9 times in 10 (agreement near 0.88 on 36 dialogues, which often hold none of
-its rare large errors) - far above any bar.
+its rare large errors) - far above any bar. numpy is loaded by the functions that compute
+(``gating.stats.numpy``), not with the module: a pytest process reads this module's report types long before (if
+ever) it computes an interval.
 """
 
 from __future__ import annotations
 
 from statistics import NormalDist
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-import numpy as np
+from ..gating.stats import numpy, weighted_kappa
 
-from ..gating.stats import weighted_kappa
+if TYPE_CHECKING:
+    import numpy as np
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -25,12 +28,16 @@ SEED = 20
 
 
 def _weights(k: int, kind: str) -> np.ndarray:
+    np = numpy()
+
     i, j = np.indices((k, k))
     return (i != j).astype(float) if kind == "none" else ((i - j) / (k - 1)) ** 2
 
 
 def kappas(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Kappa of each (k x k) table of counts in ``counts`` (shape R x k x k); NaN where undefined."""
+    np = numpy()
+
     observed = counts / counts.sum(axis=(1, 2), keepdims=True)
     expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :]
     chance = (weights * expected).sum(axis=(1, 2))
@@ -43,6 +50,8 @@ def kappa_interval(labels: Sequence[Any], answers: Sequence[Any], levels: Sequen
                    resamples: int = RESAMPLES, seed: int = SEED,
                    confidence: float = CONFIDENCE) -> tuple[Optional[float], Optional[float]]:
     """The BCa bootstrap interval of kappa (``weights``: ``none`` or ``quadratic``) over the (label, answer) pairs."""
+    np = numpy()
+
     n, k = len(labels), len(levels)
     if n < 2 or k < 2:
         return None, None
@@ -69,6 +78,8 @@ def _bca_levels(values: np.ndarray, estimate: float, jackknife: np.ndarray,
                 levels: tuple[float, float]) -> list[float]:
     """The percentiles BCa reads instead of ``levels``: corrected for the bootstrap's bias (its median off the
     estimate) and for the skew the jackknife shows (a few large errors weigh more than many small ones)."""
+    np = numpy()
+
     normal = NormalDist()
     below = (np.sum(values < estimate) + 0.5 * np.sum(values == estimate)) / len(values)
     bias = normal.inv_cdf(min(max(float(below), 1e-6), 1 - 1e-6))

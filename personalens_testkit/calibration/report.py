@@ -8,7 +8,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import fmean
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,7 +19,9 @@ from ..scales import SHORT
 from .bars import check_bars
 from .dataset import CalibrationDialogue
 from .metrics import DimensionFigures, InjectionFigures, figures, injection
-from .runner import Answers
+
+if TYPE_CHECKING:
+    from .runner import Answers
 
 REPORT_VERSION = 2
 

@@ -23,6 +23,7 @@ from ..llm.registry import describe
 from ..run.models import ModelPool
 from ..run.state import new_run_id
 from ..settings import resolve_settings
+from ..settings.table import SETTING
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -62,15 +63,15 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("calibrate", help="judge the calibration set: can this judge tell good from bad?")
-    cmd.add_argument("--judge-model", metavar="SPEC", help="the judge to calibrate (default: the project's judge)")
+    SETTING["judge_model"].add_to(cmd, help="the judge to calibrate (default: the project's judge)")
     cmd.add_argument("--repeat", type=int, default=2, metavar="K",
                      help="judge each dialogue K times, for self-consistency (default 2)")
     cmd.add_argument("--slice", type=int, metavar="N", help="only N dialogues, covering every variant (a quick check)")
     cmd.add_argument("--no-injection", action="store_true", help="skip the check with judge-addressed text added")
     cmd.add_argument("--calibration-set", metavar="PATH", help="another set of labelled dialogues (JSON lines)")
     cmd.add_argument("--concurrency", type=int, metavar="K", help="judgements at once (default: 6 remote, 1 embedded)")
-    cmd.add_argument("--thresholds", metavar="PATH", help="where the calibration bars are (default: ./thresholds.yaml)")
-    cmd.add_argument("--personalens-data", metavar="DIR", help="the benchmark data (default: the bundled sample)")
+    SETTING["thresholds"].add_to(cmd, help="where the calibration bars are (default: ./thresholds.yaml)")
+    SETTING["personalens_data"].add_to(cmd, help="the benchmark data (default: the bundled sample)")
     cmd.add_argument("--output", "-o", metavar="PATH", default="judge-calibration.json",
                      help="the report to write (default: judge-calibration.json)")
     cmd.set_defaults(func=_calibrate)

@@ -16,7 +16,8 @@ from ..data.models import DOMAINS
 from ..data.samples import SAMPLE_CHOICES
 from ..data.selection import Selection, parse_sample, select_scenarios
 from ..errors import PersonalensError
-from ..llm.embedded import EmbeddedServer, LocalServerSettings, wait_until_healthy
+from ..llm.embedded import EmbeddedServer, wait_until_healthy
+from ..llm.local_settings import LocalServerSettings
 
 
 def _stats(args: argparse.Namespace) -> int:

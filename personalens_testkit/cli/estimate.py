@@ -35,6 +35,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                           "per role, with a range (no model is called)")
     for setting in SETTINGS:
         if setting.option is not None:
-            cmd.add_argument(setting.option, dest=setting.name, **setting.option_arguments())
+            setting.add_to(cmd)
     cmd.add_argument("--json", action="store_true", help="the estimate as JSON")
     cmd.set_defaults(func=_estimate)

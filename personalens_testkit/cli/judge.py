@@ -14,7 +14,7 @@ from ..agents.judge import Judge
 from ..gating.thresholds import load_thresholds, shortfalls
 from ..llm.registry import describe
 from ..report.model import build_report
-from ..report.outputs import write_report_files
+from ..report.outputs import in_folder, write_report_files
 from ..report.summary import format_summary, format_verdict
 from ..results.conversations import context_of, judge_conversation, load_contexts, load_conversations
 from ..results.files import ResultsWriter
@@ -23,6 +23,7 @@ from ..run.models import ModelPool
 from ..run.state import new_run_id
 from ..secrets import redact_json
 from ..settings import resolve_settings
+from ..settings.table import SETTING
 
 
 def _judge(args: argparse.Namespace) -> int:
@@ -59,8 +60,7 @@ def _judge(args: argparse.Namespace) -> int:
                           settings={"completion_counting": settings.completion_counting})
     for line in format_summary(report):
         print(line)
-    written = write_report_files(report, json_path=folder / "report.json", junit_path=folder / "junit.xml",
-                                 html_path=folder / "report.html", summary_path=folder / "summary.md")
+    written = write_report_files(report, in_folder(folder))
     print(f"personalens judge: {len(rows)} rows -> {folder / 'results.jsonl'}")
     for kind, path in written.items():
         print(f"{kind} report -> {path}")
@@ -75,7 +75,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("judge", help="the benchmark's judge on your own conversations (JSON lines): rows and reports")
     cmd.add_argument("conversations", metavar="CONVERSATIONS", help="JSON lines: id, messages, and optionally context")
     cmd.add_argument("--context", metavar="FILE", help="user contexts: one for all, or by conversation id (JSON)")
-    cmd.add_argument("--judge-model", metavar="SPEC", help="the judge (default: the project's judge_model)")
-    cmd.add_argument("--thresholds", metavar="PATH", help="floors and gates (default: ./thresholds.yaml)")
-    cmd.add_argument("--results-dir", metavar="DIR", help="where to write (default: personalens-results)")
+    SETTING["judge_model"].add_to(cmd, help="the judge (default: the project's judge_model)")
+    SETTING["thresholds"].add_to(cmd, help="floors and gates (default: ./thresholds.yaml)")
+    SETTING["results_dir"].add_to(cmd, help="where to write (default: personalens-results)")
     cmd.set_defaults(func=_judge)

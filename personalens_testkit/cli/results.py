@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..scales import COMPLETION_COUNTINGS
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.compare import compare_rows
 from ..costs.prices import load_prices
@@ -22,11 +21,12 @@ from ..gating.thresholds import load_thresholds
 from ..gating.verdict import run_verdict
 from ..report.agreement import agreement, format_agreement, load_labels
 from ..report.model import build_report
-from ..report.outputs import write_report_files
+from ..report.outputs import FORMATS, write_report_files
 from ..report.summary import format_comparison, format_summary, format_verdict
 from ..results.files import check_one_run, dedupe_rows, load_rows, write_rows
 from ..results.rows import ResultRow
 from ..settings import RunSettings, resolve_settings
+from ..settings.table import SETTING
 
 
 def _settings(args: argparse.Namespace) -> RunSettings:
@@ -61,10 +61,8 @@ def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) 
                           retest=measure(rows, confidence=thresholds.aggregate.confidence))
     for line in format_summary(report):
         print(line)
-    written = write_report_files(
-        report, json_path=Path(args.json) if args.json else None, junit_path=Path(args.junit) if args.junit else None,
-        html_path=Path(args.html) if args.html else None, summary_path=Path(args.summary_md) if args.summary_md else None,
-    )
+    asked = {form.setting: getattr(args, form.cli_dest) for form in FORMATS}
+    written = write_report_files(report, {setting: Path(path) for setting, path in asked.items() if path})
     for kind, path in written.items():
         print(f"{kind} report -> {path}")
     for line in format_verdict(report.verdict, Path(source) if len(source.split(", ")) == 1 else None):
@@ -139,21 +137,18 @@ def _agreement(args: argparse.Namespace) -> int:
 
 
 def _report_files(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--html", metavar="PATH", help="write the self-contained HTML report here")
-    cmd.add_argument("--json", metavar="PATH", help="write the report JSON here")
-    cmd.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
-    cmd.add_argument("--summary-md", metavar="PATH", help="write the job summary in Markdown here (and append it to "
-                     "$GITHUB_STEP_SUMMARY when that is set)")
-    cmd.add_argument("--thresholds", metavar="PATH", help="gates to evaluate (default: ./thresholds.yaml)")
+    for form in FORMATS:
+        cmd.add_argument(form.cli_flag, metavar="PATH", help=f"write {form.what} here {form.also}".strip())
+    SETTING["thresholds"].add_to(cmd, help="gates to evaluate (default: ./thresholds.yaml)")
     cmd.add_argument("--expectations", metavar="PATH",
                      help="judge rows of older versions (which carry no verdict) against this expectations file")
     _counting(cmd)
 
 
 def _counting(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--completion-counting", choices=COMPLETION_COUNTINGS, default=None,
-                     help="how an unreadable completion verdict counts: ours (left out) or paper (not completed); "
-                          "default: the project's config, else ours - give the run's (a --preset paper run: paper)")
+    SETTING["completion_counting"].add_to(
+        cmd, help="how an unreadable completion verdict counts: ours (left out) or paper (not completed); default: the "
+                  "project's config, else ours - give the run's (a --preset paper run: paper)")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -179,8 +174,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     compare.add_argument("--confidence", type=float, default=None,
                          help="of the intervals, more than 0.5 and less than 1 (default: thresholds.yaml's, 0.95)")
     _counting(compare)
-    compare.add_argument("--thresholds", metavar="PATH",
-                         help="where confidence, min_n and max_infrastructure_errors come from (default: ./thresholds.yaml)")
+    SETTING["thresholds"].add_to(
+        compare, help="where confidence, min_n and max_infrastructure_errors come from (default: ./thresholds.yaml)")
     compare.add_argument("--per-domain", action="store_true", help="a significant drop in any one domain also fails")
     compare.set_defaults(func=_compare)
 

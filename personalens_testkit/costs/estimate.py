@@ -32,7 +32,6 @@ from ..data.models import Scenario, case_id
 from ..results.rows import ResultRow
 from .prices import PriceTable
 from .spend import call_cost, format_cost
-from .shape import LENGTHS, calls_of
 
 #: scenarios of each kind (single-, multi-domain) whose shape is worked out; the rest take their kind's mean
 SAMPLE_PER_KIND = 24
@@ -92,6 +91,8 @@ def _zero() -> list[list[float]]:
 
 def shape_by_kind(dataset: Dataset, scenarios: Sequence[Scenario], options: Options) -> dict[str, dict[str, list[list[float]]]]:
     """Per task kind and role: the mean [calls, prompt, completion, 0, 0] of a scenario at each length."""
+    from .shape import LENGTHS, calls_of  # the real agents and prompts: loaded only when a shape is worked out
+
     by_kind: dict[str, list[Scenario]] = defaultdict(list)
     for scenario in scenarios:
         by_kind[scenario.kind.value].append(scenario)

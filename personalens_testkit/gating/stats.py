@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 class Estimate(BaseModel):
@@ -59,6 +58,20 @@ def pass_hat_k(successes: Sequence[Sequence[bool]], k: int) -> float | None:
     return sum(rates) / len(rates) if rates else None
 
 
+_NUMPY: list[Any] = []
+
+
+def numpy() -> Any:
+    """numpy, loaded by the first statistic that needs it rather than with the package (it costs a pytest process
+    0.1 s before its first case), and kept here: pytester's in-process runs drop the modules a run imported, and
+    numpy refuses to load its C core a second time in one process, so it is never imported twice."""
+    if not _NUMPY:
+        import numpy as np
+
+        _NUMPY.append(np)
+    return _NUMPY[0]
+
+
 # -- agreement between two raters -----------------------------------------------------------
 
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
@@ -76,6 +89,8 @@ def weighted_kappa(a: Sequence[Any], b: Sequence[Any], *, categories: Sequence[A
     k = len(cats)
     if k < 2:
         return None
+    np = numpy()
+
     observed = np.zeros((k, k))
     for x, y in zip(a, b):
         observed[index[x], index[y]] += 1
@@ -101,6 +116,8 @@ def krippendorff_alpha_ordinal(a: Sequence[int], b: Sequence[int], *, categories
     cats = list(categories)
     index = {c: i for i, c in enumerate(cats)}
     k = len(cats)
+    np = numpy()
+
     coincidence = np.zeros((k, k))
     for x, y in zip(a, b):
         coincidence[index[x], index[y]] += 1

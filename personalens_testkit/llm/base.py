@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from ..callsite import CallRole
 
@@ -11,6 +11,10 @@ Role = Literal["system", "user", "assistant"]
 
 #: What a call is for (the role that makes it); the embedded backend sizes its answers by it.
 Purpose = CallRole
+
+#: A source of recorded answers, given by the run when it replays (``(method, url, body)`` -> vcrpy's
+#: response dict, or None to send the request): the replay layer plugs in here, under an HTTP backend's client.
+AnswerSource = Callable[[str, str, bytes], "dict[str, Any] | None"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,8 @@ class ChatModel(Protocol):
     def complete(self, request: ChatRequest) -> ChatResponse: ...
 
     def close(self) -> None: ...
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as a server reported it, if it is one (a hostile server may send anything)."""
+    return value if type(value) is int and value >= 0 else None

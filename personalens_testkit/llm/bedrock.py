@@ -28,7 +28,7 @@ from typing import Any, Literal
 from ..errors import ModelError
 from ..timebox import TimeLimit, call_by_deadline
 from .base import ChatRequest, ChatResponse, Message
-from .deadlines import CONNECT_S, timed_out
+from .timeouts import CONNECT_S, timed_out
 
 JsonMode = Literal["tool", "any", "none"]
 

@@ -12,7 +12,7 @@ left of the nearest deadline in force - its own, the scenario's, the preflight's
 - a call whose waits the testkit cannot reach (botocore, a ``python`` bot):
   :func:`~personalens_testkit.timebox.call_by_deadline` runs it in a daemon thread waited for
   what is left;
-- :func:`timed_out` is the error of a call that ran out: it names the limit it met (``the time
+- :func:`~.timeouts.timed_out` is the error of a call that ran out: it names the limit it met (``the time
   limit of 2 s (timeout_s)``); one that met the scenario's is :class:`DeadlineReached`, never retried.
 
 The same connections count the bytes an answer takes under :func:`byte_budget`: a model that
@@ -30,13 +30,10 @@ from typing import Any, Iterator
 import httpcore
 import httpx
 
-from ..errors import DeadlineReached, ModelError
-from ..timebox import Deadline, nearest_deadline, time_left
+from ..errors import ModelError
+from ..timebox import time_left
+from .timeouts import CONNECT_S, ran_out, timed_out
 
-#: how close to its deadline a wait that timed out must end to have been cut by it (timers round up)
-SLACK_S = 0.05
-#: the most a new connection may take (a whole call's limit lowers it)
-CONNECT_S = 10.0
 #: the most bytes a model's answer may take on the wire (a judge answers in at most a few thousand tokens)
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
@@ -176,21 +173,6 @@ def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = 
         if each is not None:
             bound_transport(each)
     return client
-
-
-def ran_out() -> Deadline | None:
-    """The deadline a wait that just timed out was cut by: the nearest in force, if it has (about) passed."""
-    nearest = nearest_deadline()
-    return nearest if nearest is not None and nearest.left() <= SLACK_S else None
-
-
-def timed_out(what: str, limit: Deadline, *, model: str, retryable: bool = True) -> ModelError:
-    """The error of a call given up at ``limit``: ``{what} within the time limit of 2 s (timeout_s)``. Against a
-    final limit (the scenario's) it is :class:`DeadlineReached`: nothing is tried after it."""
-    message = f"{what} within {limit.describe()}"
-    if limit.final:
-        return DeadlineReached(message, model=model)
-    return ModelError(message, model=model, retryable=retryable)
 
 
 def http_failure(exc: httpx.TransportError, *, what: str, url: str, model: str,

@@ -72,6 +72,8 @@ class BedrockModel(_Entry):
 
 ModelEntry = Annotated[Union[LocalModel, OpenAIModel, BedrockModel], Field(discriminator="kind")]
 BACKEND_NAMES = ("local", "openai", "bedrock")
+#: where ``openai:`` specs go unless a setting (``openai_base_url``, ``OPENAI_BASE_URL``) says otherwise
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 
 def parse_spec(spec: str) -> LocalModel | OpenAIModel | BedrockModel:

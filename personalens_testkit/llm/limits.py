@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from ..timebox import TimeLimit, nearest_deadline, time_left
 from .base import ChatModel, ChatRequest, ChatResponse
-from .deadlines import timed_out
+from .timeouts import timed_out
 
 
 @dataclass(frozen=True)

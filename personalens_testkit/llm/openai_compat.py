@@ -15,12 +15,8 @@ import httpx
 
 from ..errors import ModelError
 from ..timebox import deadline
-from .base import ChatRequest, ChatResponse
+from .base import AnswerSource, ChatRequest, ChatResponse, token_count
 from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
-
-#: A source of recorded answers, given by the run when it replays (``(method, url, body)`` -> vcrpy's
-#: response dict, or None to send the request): the replay layer plugs in here, under the client.
-AnswerSource = Callable[[str, str, bytes], "dict[str, Any] | None"]
 
 #: How a backend asks for JSON-schema-constrained output:
 #: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);
@@ -162,11 +158,6 @@ class OpenAICompatibleChat:
 
     def close(self) -> None:
         self._client.close()
-
-
-def token_count(value: Any) -> int | None:
-    """A token count as a server reported it, if it is one (a hostile server may send anything)."""
-    return value if type(value) is int and value >= 0 else None
 
 
 def bound_strings(schema: Any, max_chars: int) -> Any:

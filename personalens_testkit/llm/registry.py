@@ -12,10 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .base import ChatModel
-from .embedded import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
-from .entries import BedrockModel, LocalModel, ModelEntry, OpenAIModel, expand_env, parse_spec
-from .openai_compat import AnswerSource
+from .base import AnswerSource, ChatModel
+from .local_settings import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
+from .entries import OPENAI_DEFAULT_URL, BedrockModel, LocalModel, ModelEntry, OpenAIModel, expand_env, parse_spec
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class ModelContext:
     #: Returns the base URL of a healthy embedded server for these settings and role (starting it if needed).
     local_url_for: Callable[[LocalServerSettings, str], str]
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
-    openai_base_url: str = "https://api.openai.com/v1"
+    openai_base_url: str = OPENAI_DEFAULT_URL
     openai_api_key_env: str = "OPENAI_API_KEY"
     named: Mapping[str, ModelEntry] = field(default_factory=dict)
     local_timeout_s: float = 900.0

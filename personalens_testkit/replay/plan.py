@@ -19,6 +19,7 @@ from ..callsite import ROLES
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
 from .cassettes import Cassettes, CassetteSettings
+from .store import recorded_cases
 
 
 
@@ -44,8 +45,13 @@ class ReplayPlan:
             rejudge=self.rejudge, judge=self.judge, assistant_is_bot=self.assistant_is_bot,
         ))
 
+    @cached_property
+    def recorded(self) -> frozenset[str]:
+        """The cases with a cassette when the run was planned."""
+        return recorded_cases(self.cassettes.folder)
+
     def has_cassette(self, scenario: Scenario, repeat: int) -> bool:
-        return self.cassettes.has_cassette(case_id(scenario.scenario_id, repeat))
+        return case_id(scenario.scenario_id, repeat) in self.recorded
 
     @property
     def replays_only(self) -> bool:

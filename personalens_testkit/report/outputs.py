@@ -1,11 +1,13 @@
 """The report files of a run: results JSON (rows, aggregates, gates, ledger, config), JUnit XML,
-the self-contained HTML report and the job summary in Markdown, each written whole (temporary file,
-then rename); the job summary is also appended to GitHub's step summary when there is one."""
+the self-contained HTML report and the job summary in Markdown (:data:`FORMATS`, one row a format), each written
+whole (temporary file, then rename); the job summary is also appended to GitHub's step summary when there is one."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Mapping
 
 from ..errors import StorageError
 from ..files import write_atomically
@@ -24,26 +26,62 @@ def report_json(report: RunReport) -> str:
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
-def write_report_files(report: RunReport, *, json_path: Path | None = None, junit_path: Path | None = None,
-                       html_path: Path | None = None, summary_path: Path | None = None,
+@dataclass(frozen=True)
+class ReportFormat:
+    """One kind of report file: its name in messages, its file name in a run's folder, the run setting that
+    names another path for it (``--json-report``, ...), the ``personalens report`` option that asks for it,
+    and how it is drawn. A new format is a row of :data:`FORMATS` and its renderer: the run, its options and
+    the commands take it from here."""
+
+    kind: str
+    default_name: str
+    setting: str
+    cli_flag: str
+    what: str
+    render: Callable[[RunReport], str]
+    #: what else writing it does, said in its option's help
+    also: str = ""
+
+    @property
+    def cli_dest(self) -> str:
+        return self.cli_flag.lstrip("-").replace("-", "_")
+
+
+FORMATS: tuple[ReportFormat, ...] = (
+    ReportFormat("JSON", "report.json", "json_report", "--json", "the run report as JSON", report_json),
+    ReportFormat("JUnit XML", "junit.xml", "junit_report", "--junit", "JUnit XML with scores as properties", junit_xml),
+    ReportFormat("HTML", "report.html", "html_report", "--html", "the self-contained HTML report", render_html),
+    ReportFormat("job summary", "summary.md", "summary_md", "--summary-md", "the job summary in Markdown", render_markdown,
+                 also="(also appended to $GITHUB_STEP_SUMMARY when that is set)"),
+)
+
+
+def in_folder(folder: Path, chosen: Mapping[str, Path | None] | None = None) -> dict[str, Path]:
+    """Every format's path, by its setting's name: the one ``chosen`` names, else its file in ``folder``."""
+    chosen = chosen or {}
+    return {f.setting: chosen.get(f.setting) or folder / f.default_name for f in FORMATS}
+
+
+def write_report_files(report: RunReport, paths: Mapping[str, Path | None], *,
                        failures: list[str] | None = None) -> dict[str, Path]:
-    """Write the files asked for; returns {kind: path} of what was written. A file that cannot be written
-    (a full disk) does not stop the others: its one-line reason goes to ``failures`` (raised without it).
-    With a ``summary_path``, the job summary also goes to ``$GITHUB_STEP_SUMMARY`` when that is set."""
+    """Write the files ``paths`` asks for (by the format's setting name; None or absent: not written); returns
+    {kind: path} of what was written. A file that cannot be written (a full disk) does not stop the others: its
+    one-line reason goes to ``failures`` (raised without it). The job summary also goes to
+    ``$GITHUB_STEP_SUMMARY`` when that is set."""
     written = {}
-    for kind, path, render in (("JSON", json_path, report_json), ("JUnit XML", junit_path, junit_xml),
-                               ("HTML", html_path, render_html), ("job summary", summary_path, render_markdown)):
+    for form in FORMATS:
+        path = paths.get(form.setting)
         if path is None:
             continue
         try:
-            write_atomically(path, render(report))
+            write_atomically(path, form.render(report))
         except StorageError as exc:
             if failures is None:
                 raise
-            failures.append(f"{kind} report: {exc}")
+            failures.append(f"{form.kind} report: {exc}")
             continue
-        written[kind] = path
-    if summary_path is not None:
+        written[form.kind] = path
+    if paths.get("summary_md") is not None:
         try:
             step = append_step_summary(render_markdown(report))
         except StorageError as exc:

@@ -6,8 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..agents.judge import Scores
-from ..scales import METRICS
+from ..scales import METRICS, Scores
 
 
 def _check_scales(scores: Any, *, missing_allowed: bool) -> Any:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..agents.judge import Scores
 from ..data.models import case_id
-from ..evaluation import Evaluation
+from ..scales import Scores
 from .identity import RunIdentity
 from .judged import RetestRow, check_partial, in_part_on_the_scales, on_the_scales
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
 
 Status = Literal["passed", "failed", "error"]
 

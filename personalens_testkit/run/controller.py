@@ -3,11 +3,10 @@ that ran it; and, in the controlling process alone, writing every row and decidi
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..costs.prices import load_prices
 from ..errors import StorageError
-from ..evaluation import Evaluation
 from ..results.files import load_rows
 from ..results.rows import ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
@@ -16,6 +15,9 @@ from .budget import Budget
 from .early_stop import EarlyStop
 from .cost_estimate import of_run, priced_spec
 from .stop import Breaker
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
 
 
 def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[Any] = (), *,

@@ -11,7 +11,7 @@ from ..costs.prices import load_prices
 from ..data.loader import Dataset
 from ..data.models import Scenario
 from ..llm.registry import describe
-from ..replay.store import assistant_dir, cassette_path
+from ..replay.store import assistant_dir, recorded_cases
 from ..results.recorded import RESULTS_NAME, load_recorded
 from ..settings import RunSettings
 from .assistant import AssistantUnderTest
@@ -44,10 +44,9 @@ def run_estimate(settings: RunSettings, dataset: Dataset, cases: Sequence[tuple[
     )
     recorded = load_recorded(assistant_dir(settings.cassette_dir, settings.assistant) / RESULTS_NAME)
 
-    def has_cassette(case: str) -> bool:
-        return cassette_path(settings.cassette_dir, settings.assistant, case).is_file()
-
-    return estimate(dataset, cases, options, load_prices(settings.prices), recorded=recorded, has_cassette=has_cassette)
+    cassettes = recorded_cases(assistant_dir(settings.cassette_dir, settings.assistant))
+    return estimate(dataset, cases, options, load_prices(settings.prices), recorded=recorded,
+                    has_cassette=cassettes.__contains__)
 
 
 @lru_cache(maxsize=4)

@@ -16,7 +16,7 @@ from ..gating.expectations import Expectations
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.verdict import RunVerdict
 from ..report.model import RunReport, build_report
-from ..report.outputs import write_report_files
+from ..report.outputs import FORMATS, in_folder, write_report_files
 from ..results.files import load_rows, read_rows
 from ..settings import RunSettings
 from .recording import Recording
@@ -64,12 +64,8 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                           expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows,
                           retest=retest, not_run=not_run, prices=load_prices(settings.prices))
     failures: list[str] = []  # report files that could not be written
-    written = write_report_files(
-        report, json_path=settings.json_report or run_dir / "report.json",
-        junit_path=settings.junit_report or run_dir / "junit.xml",
-        html_path=settings.html_report or run_dir / "report.html",
-        summary_path=settings.summary_md or run_dir / "summary.md", failures=failures,
-    )
+    chosen = {form.setting: getattr(settings, form.setting) for form in FORMATS}
+    written = write_report_files(report, in_folder(run_dir, chosen), failures=failures)
     return RunOutcome(report, written, recorded, failures, report.verdict)
 
 

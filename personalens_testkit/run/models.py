@@ -13,9 +13,8 @@ from typing import Any
 from ..callsite import ROLES
 from ..errors import ModelServerError, PersonalensError, UsageError
 from ..llm.base import ChatModel
-from ..llm.embedded import (
-    LocalServerSettings, ServerHandle, ServerPool, check_installed, server_key, server_url, wait_until_healthy,
-)
+from ..llm.embedded import ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
+from ..llm.local_settings import LocalServerSettings, check_installed
 from ..llm.entries import BedrockModel, LocalModel, OpenAIModel
 from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from ..llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve

@@ -10,16 +10,18 @@ from __future__ import annotations
 import contextlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..data.models import Scenario, case_id
-from ..evaluation import Evaluation
 from ..replay.cassettes import ScenarioCassettes
 from ..replay.plan import ReplayPlan
 from ..replay.store import assistant_dir
 from ..results.recorded import RESULTS_NAME, differences, existing, load_compared, merge_recorded
 from ..results.rows import ResultRow
 from ..settings import RunSettings
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
 
 
 class Recording:

@@ -8,7 +8,7 @@ import secrets
 import shutil
 import time
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..data.loader import Dataset
@@ -22,14 +22,17 @@ from ..results.files import ResultsWriter
 from ..results.identity import RunIdentity
 from ..results.rows import RunInfo
 from ..settings import RunSettings
+from ..settings.table import MODEL_SETTING, SETTING
 from .assistant import AssistantUnderTest
 from .cases import RunCases
-from .cases_runner import CaseRunner
 from .early_stop import decision_of
 from .finish import RunOutcome, finish_run, settings_snapshot
 from .models import ModelPool
 from .recording import Recording
 from .stop import StopSignal
+
+if TYPE_CHECKING:
+    from .cases_runner import CaseRunner
 
 
 def new_run_id() -> str:
@@ -78,6 +81,8 @@ class Run:
 
     @cached_property
     def runner(self) -> CaseRunner:
+        from .cases_runner import CaseRunner  # the dialogue and judging machinery: loaded when a case runs
+
         return CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant, self.recording)
 
     @cached_property
@@ -122,7 +127,7 @@ class Run:
         s = self.settings
         if role == "assistant" and self.assistant.entry is not None:
             return self.assistant.label
-        flag = {"user_agent": "--user-model", "judge": "--judge-model", "assistant": "--assistant-model"}[role]
+        flag = SETTING[MODEL_SETTING[role]].option
         return f"{flag} {spec}" + (f" ({s.model_sources[spec]})" if spec in s.model_sources else "")
 
     def carry_resumed_rows(self) -> int:

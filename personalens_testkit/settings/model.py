@@ -11,8 +11,8 @@ from ..assistants.entries import ReferenceEntry
 from ..assistants.registry import AssistantCatalogue
 from ..data.selection import Selection
 from ..gating.thresholds import default_thresholds_path
-from ..llm.embedded import LocalServerSettings
-from ..llm.entries import ModelEntry
+from ..llm.local_settings import LocalServerSettings
+from ..llm.entries import OPENAI_DEFAULT_URL, ModelEntry
 from ..llm.limits import Limits
 from ..llm.retry import RetryPolicy
 from .table import DEFAULT_SCENARIO_TIMEOUT_S, DEFAULT_STOP_AFTER_ERRORS, SETTING
@@ -89,7 +89,7 @@ class RunSettings:
     secret_env: tuple[str, ...] = ()
     local: LocalServerSettings = field(default_factory=LocalServerSettings)
     local_url: str | None = None
-    openai_base_url: str = "https://api.openai.com/v1"
+    openai_base_url: str = OPENAI_DEFAULT_URL
     openai_api_key_env: str = "OPENAI_API_KEY"
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
     assistants: AssistantCatalogue = field(default_factory=AssistantCatalogue)

@@ -14,14 +14,12 @@ from typing import Any, Mapping
 
 from ..assistants.base import ContextSwitches
 from ..assistants.entries import ReferenceEntry
-from ..assistants.reference import PROMPT_VARIANTS
 from ..assistants.registry import BUILTIN, AssistantCatalogue
 from ..data.loader import open_dataset
 from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
 from ..errors import DataError, UsageError
-from ..scales import COMPLETION_COUNTINGS
 from ..gating.thresholds import default_thresholds_path
-from ..llm.embedded import LocalServerSettings
+from ..llm.local_settings import LocalServerSettings
 from ..llm.limits import Limits
 from ..llm.registry import check_spec
 from ..llm.retry import RetryPolicy
@@ -29,7 +27,7 @@ from ..replay.modes import check_record_mode
 from .model import RunSettings
 from .presets import preset_values
 from .project import ProjectConfig, load_project_config
-from .table import SETTING
+from .table import MODEL_SETTING, SETTING
 
 
 class _Values:
@@ -84,15 +82,15 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         selection=_selection(values), data_path=values.path("personalens_data"), max_turns=values["max_turns"],
         assistant=assistant, assistant_model=specs["assistant_model"],
         assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),
-        assistant_prompt=_choice(values, "assistant_prompt", PROMPT_VARIANTS),
+        assistant_prompt=_choice(values, "assistant_prompt"),
         preset=values.preset_name,
         user_model=specs["user_model"], judge_model=specs["judge_model"],
         thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
         expectations=values.path("expectations"),  # a run checks it exists; `expectations update` may create it
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
-        turn_level_method=_choice(values, "turn_level_method", ("chain", "per-turn")),
-        completion_counting=_choice(values, "completion_counting", COMPLETION_COUNTINGS),
+        turn_level_method=_choice(values, "turn_level_method"),
+        completion_counting=_choice(values, "completion_counting"),
         leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
         junit_report=values.path("junit_report"), html_report=values.path("html_report"),
         summary_md=values.path("summary_md"),
@@ -103,7 +101,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         retry=RetryPolicy(attempts=retries + 1, initial_s=values["retry_initial_s"], max_s=values["retry_max_s"]),
         scenario_timeout_s=values["scenario_timeout"] or None,  # 0: no limit
         resume=_existing(values, "resume", "the results.jsonl or report.json of the run to finish"),
-        resume_mismatch=_choice(values, "resume_mismatch", ("refuse", "rerun")),  # type: ignore[arg-type]
+        resume_mismatch=_choice(values, "resume_mismatch"),  # type: ignore[arg-type]
         shard=parse_shard(values["shard"]) if values["shard"] else None,
         limits=Limits(max_rps=values["max_rps"], max_concurrency=values["max_concurrency"]),
         concurrency=values["concurrency"], stop_after_errors=values["stop_after_errors"], max_cost=values["max_cost"],
@@ -128,11 +126,11 @@ def _selection(values: _Values) -> Selection:
 
 def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCatalogue) -> dict[str, str]:
     specs = {}
-    for role in ("user_model", "judge_model", "assistant_model"):
+    for role in MODEL_SETTING.values():
         try:
             specs[role] = check_spec(values[role] or "local", config.models)
         except UsageError as exc:
-            raise UsageError(f"--{role.replace('_', '-')}: {exc}") from None
+            raise UsageError(f"{SETTING[role].option}: {exc}") from None
     for name, entry in config.assistants.items():
         if isinstance(entry, ReferenceEntry):
             try:
@@ -142,8 +140,10 @@ def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCat
     return specs
 
 
-def _choice(values: _Values, name: str, choices: tuple[str, ...]) -> str | None:
+def _choice(values: _Values, name: str) -> str | None:
+    """A setting's value, one of the choices its row of the settings table lists."""
     value, where = values.source(name)
+    choices = SETTING[name].choices or ()
     if value is not None and value not in choices:
         named = SETTING[name].option if where == "option" else f"{where} {SETTING[name].config_key}"
         raise UsageError(f"{named}: {value!r} is not one of {', '.join(choices)}")

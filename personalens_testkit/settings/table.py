@@ -15,6 +15,10 @@ from typing import Any, Literal, Optional, Union
 from pydantic import StrictFloat, StrictInt
 
 from ..errors import UsageError
+from ..assistants.reference import PROMPT_VARIANTS
+from ..llm.entries import OPENAI_DEFAULT_URL
+from ..report.outputs import FORMATS
+from ..scales import COMPLETION_COUNTINGS
 
 Kind = Literal["str", "int", "float", "flag", "path", "list", "csv"]
 #: how the project config may write a value of each kind ("csv": ``"7,53"`` or ``[7, 53]``)
@@ -44,6 +48,8 @@ class Setting:
     key: Optional[str] = None
     #: what 0 means, for a number whose 0 switches something off
     zero_means: Optional[str] = None
+    #: the values it may take (a str setting), checked for options, the environment and the config alike
+    choices: Optional[tuple[str, ...]] = None
 
     @property
     def option(self) -> Optional[str]:
@@ -64,8 +70,16 @@ class Setting:
         is None, so the config and the environment can fill it."""
         if self.kind == "flag":
             return {"action": "store_true", "default": None, "help": self.help}
-        return {"type": {"int": int, "float": float}.get(self.kind, str), "default": None, "metavar": self.metavar,
+        metavar = self.metavar or ("{" + ",".join(self.choices) + "}" if self.choices else None)
+        return {"type": {"int": int, "float": float}.get(self.kind, str), "default": None, "metavar": metavar,
                 "help": self.help}
+
+    def add_to(self, parser: Any, *, help: Optional[str] = None) -> None:
+        """Declare its option on an argparse parser - a ``personalens`` command borrowing the run's setting, its
+        value checked as the run checks it - with the command's own ``help`` where it reads the setting its own way."""
+        arguments = self.option_arguments()
+        arguments["help"] = help or arguments["help"]
+        parser.add_argument(self.option, dest=self.name, **arguments)
 
     def normalised(self, value: Any) -> Any:
         """A config value in the form an option gives it (a list of a "csv" setting joined with commas)."""
@@ -109,6 +123,9 @@ DEFAULT_STOP_AFTER_ERRORS = 5
 #: answering in a slow 10 s: an hour is over 5 times that, and still ends a stuck case within a CI job's hour.
 DEFAULT_SCENARIO_TIMEOUT_S = 3600.0
 
+#: the setting that names each role's model
+MODEL_SETTING = {"user_agent": "user_model", "judge": "judge_model", "assistant": "assistant_model"}
+
 SETTINGS: tuple[Setting, ...] = (
     # what runs
     Setting("personalens_data", "an upstream PersonaLens checkout (or its data/ folder); default: the bundled 50-profile "
@@ -137,7 +154,7 @@ SETTINGS: tuple[Setting, ...] = (
             "demographics,interactions,situation (D,I,S)", metavar="PARTS"),
     Setting("assistant_prompt", "the reference assistant's prompt, one of the paper's variants: claude (acts as though it "
             "can carry out tasks) or llama / mistral (open about its limits); default: by the model's family",
-            metavar="{claude,llama,mistral}"),
+            choices=PROMPT_VARIANTS),
     Setting("user_model", "user-agent model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
             "[models] name", metavar="SPEC"),
     Setting("judge_model", "judge model: local (default), local:FILE.gguf, openai:MODEL, bedrock:MODEL_ID, or a "
@@ -149,7 +166,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("local_url", "use an already running embedded server (see `personalens serve-model`) instead of starting "
             "one", metavar="URL", config=False, env="PERSONALENS_LOCAL_URL"),
     Setting("openai_base_url", "the OpenAI-compatible endpoint of openai: specs", flag=None, env="OPENAI_BASE_URL",
-            default="https://api.openai.com/v1"),
+            default=OPENAI_DEFAULT_URL),
     Setting("openai_api_key_env", "the environment variable holding that endpoint's key", flag=None,
             default="OPENAI_API_KEY"),
     # files
@@ -167,20 +184,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
             config=False),
     Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
-            "of the dialogue) or per-turn (one call per assistant reply)", metavar="{chain,per-turn}", default="chain"),
+            "of the dialogue) or per-turn (one call per assistant reply)", choices=("chain", "per-turn"), default="chain"),
     Setting("completion_counting", "how the task-completion rate counts a verdict the judge's answer left unreadable: "
             "ours (default: left out, nothing guessed) or paper (not completed, as the paper's code counts it; "
-            "--preset paper); the other count is reported beside it", metavar="{ours,paper}", default="ours"),
+            "--preset paper); the other count is reported beside it", choices=COMPLETION_COUNTINGS, default="ours"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
-    Setting("json_report", "the run report as JSON (default: <run folder>/report.json)", "path", metavar="PATH",
-            config=False),
-    Setting("junit_report", "JUnit XML with scores as properties (default: <run folder>/junit.xml)", "path",
-            metavar="PATH", config=False),
-    Setting("html_report", "the self-contained HTML report (default: <run folder>/report.html)", "path", metavar="PATH",
-            config=False),
-    Setting("summary_md", "the job summary in Markdown (default: <run folder>/summary.md)", "path", metavar="PATH",
-            config=False),
+    *(Setting(form.setting, f"{form.what} (default: <run folder>/{form.default_name}) {form.also}".strip(), "path",
+              metavar="PATH", config=False) for form in FORMATS),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
             "shared scenarios", "path", metavar="REPORT", config=False),
     Setting("baseline_margin", "the drop --baseline tolerates: red only when the interval of the difference is shown "
@@ -195,7 +206,7 @@ SETTINGS: tuple[Setting, ...] = (
             "path", metavar="RESULTS", config=False),
     Setting("resume_mismatch", "--resume rows that another set-up produced (assistant, a model, the data, the floors, "
             "the testkit): refuse (default: stop with one line naming what differs) or rerun (drop them, run those "
-            "cases again)", metavar="{refuse,rerun}", default="refuse", config=False),
+            "cases again)", choices=("refuse", "rerun"), default="refuse", config=False),
     Setting("shard", "run the I-th of N deterministic slices of the cases (a CI matrix); `personalens merge` joins them",
             metavar="I/N", config=False),
     # reliability and speed
