@@ -18,8 +18,9 @@ from .errors import PersonalensError
 from .gating.expectations import PASS, Expectation, case_verdict
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .plugin_support import (
-    STATE, ControllerHooks, ProgressHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
+    STATE, ControllerHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
 )
+from .plugin_progress import ProgressHooks
 from .run.controller import case_row
 from .run.early_stop import order_key
 from .run.header import check_calibration, header_lines, identity_lines

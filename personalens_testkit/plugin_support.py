@@ -6,27 +6,22 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
-from .callsite import ON_TURN
 from .data.models import Scenario
 from .errors import PersonalensError
 from .report.summary import format_comparison, format_summary, format_verdict, stop_lines
 from .run.early_stop import decision_of
 from .run.controller import RunController, lanes
-from .run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
 from .run.state import Run
 from .scheduling import make_scheduler
 from .secrets import redact
 from .settings import SETTINGS
 
 STATE = pytest.StashKey[Run]()
-#: the workerinput key naming the folder where xdist workers publish their running cases' turns
-TURNS_KEY = "personalens_turns"
 
 #: options whose value is a path: given as a separate argument (``--resume /elsewhere/results.jsonl``),
 #: pytest takes it for a test path while it looks for the project folder, before it knows these options
@@ -226,75 +221,3 @@ class ControllerHooks:
             write("personalens: no PersonaLens case was collected. A suite is a test file whose tests carry "
                   "@pytest.mark.personalens: `personalens init` writes suites/test_personalens.py into this "
                   "repository; then run `pytest suites/`", yellow=True)
-
-
-class ProgressHooks:
-    """The progress display of a live run (see :mod:`~personalens_testkit.run.progress`): shown by the controlling
-    process; an xdist worker publishes its running cases' turns for it."""
-
-    def __init__(self, run: Run, config: pytest.Config) -> None:
-        self.run, self.run_config = run, config
-        self.progress: Progress | None = None
-        self.reporter: Any = None
-        self.loop: Ticker | Publisher | None = None
-        self.out: TerminalLines | None = None
-        self.channel: TurnChannel | None = None
-        self.running = Running()  # an xdist worker's running cases
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """xdist: the folder where the workers publish their running cases' turns (a live run's only)."""
-        if self.channel is None and self.run.models.live_roles and not node.config.option.collectonly:
-            self.channel = TurnChannel.create()
-        if self.channel is not None:
-            node.workerinput[TURNS_KEY] = str(self.channel.folder)
-
-    def _start(self, config: pytest.Config, total: int) -> None:
-        if self.progress is not None or not total or config.option.collectonly or not self.run.models.live_roles:
-            return  # a pure replay takes seconds: quiet
-        self.reporter = config.pluginmanager.getplugin("terminalreporter")
-        if self.reporter is None:
-            return
-        self.progress = Progress(total, interval_s=interval_s(bool(getattr(self.reporter, "isatty", False))))
-        ON_TURN.set(self.progress.on_turn)  # the cases of this process (and their threads) tell it their turns
-        with contextlib.suppress(AttributeError, OSError, ValueError):  # none in an in-process run: pytest's writer
-            self.out = TerminalLines(getattr(self.reporter, "_tw", None))  # now, while pytest's capture is suspended
-        self.loop = Ticker(self.progress, self.out or self._say, self.channel)
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        workerinput = getattr(session.config, "workerinput", None)
-        if workerinput is not None and workerinput.get(TURNS_KEY):  # a worker of a live run: publish its turns
-            ON_TURN.set(self.running.on_turn)
-            channel = TurnChannel(Path(workerinput[TURNS_KEY]))
-            self.loop = Publisher(channel, workerinput.get("workerid", "gw"), self.running)
-        elif workerinput is None and not getattr(session.config.option, "numprocesses", None):
-            self._start(session.config, sum(1 for item in session.items if is_case(item)))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._start(self.run_config, sum(1 for nodeid in ids if "[user" in nodeid))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        line = getattr(report, "personalens_row", None)
-        if line is not None:
-            self.running.finish(report.nodeid)  # an xdist worker's: the case has ended
-        if line is None or self.progress is None:
-            return
-        with contextlib.suppress(ValueError, KeyError):
-            row = json.loads(line)
-            text = self.progress.finished(row["scenario_id"], row.get("verdict") or row["status"])
-            if text is not None:
-                self._say(text)
-
-    def _say(self, text: str) -> None:
-        """A line of its own, after whatever pytest wrote on the current one (its progress dots); flushed."""
-        writer = getattr(self.reporter, "_tw", None)
-        if getattr(writer, "width_of_current_line", 0):
-            self.reporter.write("\n")
-        self.reporter.write_line(text)
-        self.reporter.flush()
-
-    def pytest_sessionfinish(self) -> None:
-        for part in (self.loop, self.out, self.channel):  # the thread first, then what it writes to
-            if part is not None:
-                part.close()

@@ -111,9 +111,25 @@ def test_estimate_before_a_run_measures_a_recording_and_calls_no_model(project, 
 
 def test_a_live_run_prints_its_estimate_in_its_header(project):
     with FakeLLM(Script(terminate_after=1)) as fake:
-        result = run(project, fake.url, "-k", "task-1")
+        result = run(project, fake.url)
     out = result.stdout.str()
-    assert "personalens: estimate: " in out and "personalens:   total       $" in out
+    assert "personalens: estimate: 13 case(s)" in out and "personalens:   total       $" in out
+    assert "the estimate again" not in out  # pytest collected every case the settings select
+
+
+@pytest.mark.parametrize("narrowing", [["-k", "task-1"], ["-k", "task-1", "-n", "2"]], ids=["in-process", "xdist"])
+def test_a_narrower_pytest_selection_gets_its_own_estimate(project, narrowing):
+    """-k (or -m, node ids) runs fewer cases than the settings select: the header's estimate is for those, and
+    once the cases are collected the run prints the estimate of the ones it will run."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake.url, *narrowing)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "personalens: estimate: 13 case(s)*",
+        "personalens: the estimate again, for the 3 case(s) pytest collected of the 13 the settings select*",
+        "personalens: estimate: 3 case(s)*",
+        "personalens:   total       $*",
+    ])
 
 
 def test_a_budget_stops_starting_cases_keeps_every_row_and_resume_finishes(project):

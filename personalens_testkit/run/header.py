@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Sequence
 
 from ..costs.estimate import format_estimate
 from ..costs.spend import format_cost
+from ..data.models import case_id
 from ..errors import UsageError
 from ..gating.expectations import location
 from ..llm.registry import describe
-from .cost_estimate import of_run
+from .cost_estimate import of_run, run_estimate
 from .state import Run
 
 
@@ -115,4 +117,20 @@ def cost_lines(run: Run) -> list[str]:
         lines.append(f"budget --max-cost {format_cost(s.max_cost)}: no case starts once the spend would pass it"
                      + (" (the bot's own model calls are not counted)" if run.assistant.is_bot else ""))
     return lines
+
+
+def collected_cost_lines(run: Run, collected: Sequence[str]) -> list[str]:
+    """The estimate again for the cases pytest collected (``collected``: their case ids), when its own selection
+    (``-k``, ``-m``, node ids, ``--deselect``) left fewer than the run's settings select - the header's estimate
+    is for those. Nothing when the header showed no estimate or every selected case was collected."""
+    s = run.settings
+    selected = run.recording.plan.runnable
+    if not run.recording.live_roles and s.max_cost is None:
+        return []
+    chosen = set(collected)
+    cases = [(scenario, repeat) for scenario, repeat in selected if case_id(scenario.scenario_id, repeat) in chosen]
+    if len(cases) >= len(selected):
+        return []
+    return [f"the estimate again, for the {len(cases)} case(s) pytest collected of the {len(selected)} the settings "
+            "select (-k, -m, node ids): it replaces the one above", *format_estimate(run_estimate(s, run.cases.dataset, cases))]
 
