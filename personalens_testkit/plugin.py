@@ -15,10 +15,11 @@ import pytest
 
 from .data.models import Scenario, TaskKind, case_id
 from .errors import PersonalensError
-from .gating.expectations import PASS, Expectation, case_verdict
+from .gating.expectations import case_verdict
 from .gating.thresholds import ScenarioFloors, shortfalls
 from .plugin_support import (
-    STATE, ControllerHooks, is_case, project_root, quiet_asyncio_default, runs_suites, xdist_upcoming,
+    STATE, ControllerHooks, expected_of, is_case, or_exit, project_root, quiet_asyncio_default, runs_suites,
+    xdist_upcoming,
 )
 from .plugin_progress import ProgressHooks
 from .run.controller import case_row
@@ -102,15 +103,8 @@ def pytest_configure_node(node: Any) -> None:
     config = node.config
     run = config.stash[STATE]
     launch = not config.option.collectonly and runs_suites(config, MARKER)
-    servers = _or_exit(run.models.launch_servers) if launch else {}
+    servers = or_exit(run.models.launch_servers) if launch else {}
     node.workerinput[WORKER_KEY] = {"run_id": run.run_id, "servers": servers}
-
-
-def _or_exit(call: Any) -> Any:
-    try:
-        return call()
-    except PersonalensError as exc:
-        pytest.exit(redact(str(exc)), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -200,7 +194,7 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
         message = redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}")
-        verdict = case_verdict(_expected(personalens_run, scenario), [], evaluation.error.source, evaluation.error.kind)
+        verdict = case_verdict(expected_of(personalens_run, scenario), [], evaluation.error.source, evaluation.error.kind)
         request.node.stash[VERDICT] = verdict
         if verdict == "not scored":  # the benchmark's models failed, not the bot: counted apart
             pytest.skip(f"not scored (infrastructure): {message}")
@@ -210,12 +204,6 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
             pytest.xfail(f"expected failure: {message}")
         pytest.fail(message, pytrace=False)
     return evaluation
-
-
-def _expected(run: Run, scenario: Scenario) -> Expectation:
-    if run.expectations is None or run.recording.plan.checks_reproduction:
-        return PASS
-    return run.expectations.of(scenario.scenario_id)
 
 
 @pytest.fixture
@@ -233,7 +221,7 @@ def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, p
             return
         found = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         request.node.stash[SHORTFALLS] = found
-        expectation = _expected(personalens_run, evaluation.scenario)
+        expectation = expected_of(personalens_run, evaluation.scenario)
         live = evaluation.judged_live and personalens_run.thresholds.aggregate.live_judged_floors == "report"
         verdict = request.node.stash[VERDICT] = case_verdict(expectation, [s.metric for s in found], judged_live=live)
         if found:
@@ -263,13 +251,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if (report.when == "setup" and not report.passed) or report.when == "call":
         status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")
         run = item.config.stash[STATE]
-        expected = str(_expected(run, evaluation.scenario))
+        expected = str(expected_of(run, evaluation.scenario))
         verdict = item.stash.get(VERDICT, "pass" if report.passed else "regression")
         report.personalens_row, report.personalens_error, stand_in = case_row(
             run, evaluation, status, item.stash.get(SHORTFALLS, []), expected=expected, verdict=verdict)
         if stand_in:
             report.outcome, report.longrepr = "failed", "the result row could not be built (see its error)"
     return report
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every hook has read the case's row: off the report, which pytest keeps all session (rows of dialogue)."""
+    for name in ("personalens_row", "personalens_error"):
+        report.__dict__.pop(name, None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -288,12 +283,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     run = config.stash[STATE]
     s = run.settings
-    lines = [f"personalens: {line}" for line in _or_exit(lambda: identity_lines(run))]
+    lines = [f"personalens: {line}" for line in or_exit(lambda: identity_lines(run))]
     lines.append(f"personalens: results -> {run.run_dir}")
     if s.rootdir != config.rootpath:
         lines.append(f"personalens: project {s.rootdir} (pytest took its rootdir, {config.rootpath}, from a path "
                      "option given as a separate argument; write it as --option=PATH to keep pytest's own settings too)")
     if runs_suites(config, MARKER):
         workers = getattr(config.option, "numprocesses", None) or 0  # xdist's -n (auto: the cores)
-        lines += [f"personalens: {line}" for line in _or_exit(lambda: header_lines(run, workers))]
+        lines += [f"personalens: {line}" for line in or_exit(lambda: header_lines(run, workers))]
     return lines

@@ -13,6 +13,7 @@ import pytest
 
 from .data.models import Scenario
 from .errors import PersonalensError
+from .gating.expectations import PASS, Expectation
 from .report.summary import format_comparison, format_summary, format_verdict, stop_lines
 from .run.early_stop import decision_of
 from .run.controller import RunController, lanes
@@ -116,6 +117,21 @@ def runs_suites(config: pytest.Config, marker: str) -> bool:
             except OSError:
                 continue
     return False
+
+
+def or_exit(call: Any) -> Any:
+    """``call()``, or pytest stopped with its error's one line."""
+    try:
+        return call()
+    except PersonalensError as exc:
+        pytest.exit(redact(str(exc)), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def expected_of(run: Run, scenario: Scenario) -> Expectation:
+    """The case's expectation; a whole-run replay checks reproduction, whatever was expected."""
+    if run.expectations is None or run.recording.plan.checks_reproduction:
+        return PASS
+    return run.expectations.of(scenario.scenario_id)
 
 
 def is_case(item: pytest.Item) -> tuple[Scenario, int] | None:

@@ -104,6 +104,9 @@ def test_passing_cases_write_full_result_rows(suite):
     # the judge calls asked for schema-constrained JSON in the OpenAI dialect
     judge_calls = [r for r in fake.requests if "response_format" in r]
     assert len(judge_calls) == 24 and judge_calls[0]["response_format"]["type"] == "json_schema"
+    # the rows are in the file; the reports pytest keeps all session hold none (its memory does not grow with them)
+    reports = result.reprec.getreports("pytest_runtest_logreport")
+    assert len(reports) >= 12 and not any(hasattr(r, "personalens_row") or hasattr(r, "personalens_error") for r in reports)
 
 
 def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
