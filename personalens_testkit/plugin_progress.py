@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from .secrets import redact
 
 #: the workerinput key naming the folder where xdist workers publish their running cases' turns
 TURNS_KEY = "personalens_turns"
+
+
+#: a case's id in a suite test's node id, whatever other parameters pytest joined to it (``-r2``: a second try)
+CASE_IN_ID = re.compile(r"(?<=[\[-])user\d+-(?:SD-[A-Za-z]+-task-\d+|MD-task-\d+)(?:-r\d+)?(?=[\]-])")
 
 
 class ProgressHooks:
@@ -71,13 +76,13 @@ class ProgressHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        cases = [nodeid.rsplit("[", 1)[1].rstrip("]") for nodeid in ids if "[user" in nodeid]
+        cases = [found.group(0) for nodeid in ids if (found := CASE_IN_ID.search(nodeid))]
         self._estimate_collected(self.run_config, cases)
         self._start(self.run_config, len(cases))
 
     def _estimate_collected(self, config: pytest.Config, cases: list[str]) -> None:
         """The controller, once: the cost estimate again when pytest collected fewer cases than the header's."""
-        if self.estimated or config.option.collectonly:
+        if self.estimated or config.option.collectonly or not cases:  # not a suite run, or -k left no case
             return
         self.estimated = True
         try:

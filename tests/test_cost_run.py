@@ -132,6 +132,12 @@ def test_a_narrower_pytest_selection_gets_its_own_estimate(project, narrowing):
     ])
 
 
+def test_no_estimate_again_when_no_case_is_collected(project):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake.url, "-k", "no-such-case")
+    assert "the estimate again" not in result.stdout.str()
+
+
 def test_a_budget_stops_starting_cases_keeps_every_row_and_resume_finishes(project):
     with FakeLLM(Script(terminate_after=1)) as fake:
         run(project, fake.url, "-k", "Alarm-task-1").assert_outcomes(passed=1)

@@ -16,8 +16,8 @@ from ..errors import UsageError
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.compare import compare_rows
 from ..costs.prices import load_prices
-from ..gating.expectations import load_expectations, location, update_expectations
-from ..gating.thresholds import load_thresholds
+from ..gating.expectations import Expectations, load_expectations, location, update_expectations
+from ..gating.thresholds import Thresholds, load_thresholds
 from ..gating.verdict import run_verdict
 from ..report.agreement import agreement, format_agreement, load_labels
 from ..report.model import build_report
@@ -36,25 +36,33 @@ def _settings(args: argparse.Namespace) -> RunSettings:
 
 
 def _report(args: argparse.Namespace) -> int:
-    return _summarise(load_rows(Path(args.results)), args, source=str(args.results))
+    rules = _rules(args)
+    return _summarise(load_rows(Path(args.results)), args, rules, source=str(args.results))
 
 
 def _merge(args: argparse.Namespace) -> int:
     """One results file of several: only if one set-up produced every row; a case in two files is one case."""
+    rules = _rules(args)  # a bad option or file stops the command before it writes anything
     sources = [(str(path), load_rows(Path(path))) for path in args.results]
     check_one_run(sources, what="merge")
     rows = dedupe_rows(row for _, rows in sources for row in rows)
     write_rows(Path(args.output), rows)
     print(f"merged {len(rows)} cases from {len(args.results)} files -> {args.output}")
-    return _summarise(rows, args, source=", ".join(args.results))
+    return _summarise(rows, args, rules, source=", ".join(args.results))
 
 
-def _summarise(rows: list[ResultRow], args: argparse.Namespace, *, source: str) -> int:
+def _rules(args: argparse.Namespace) -> tuple[RunSettings, Thresholds, Expectations | None]:
+    """The settings, thresholds and expectations a summary is judged by, read (and checked) first."""
+    settings = _settings(args)
+    thresholds = load_thresholds(settings.thresholds_path)
+    return settings, thresholds, load_expectations(settings.expectations) if settings.expectations else None
+
+
+def _summarise(rows: list[ResultRow], args: argparse.Namespace,
+               rules: tuple[RunSettings, Thresholds, Expectations | None], *, source: str) -> int:
     """Print the summary and the verdict of these rows, write the report files asked for; 1 if the verdict fails.
     The verdict is a run's: each row's own (recorded when it ran), gates over every row, infrastructure errors."""
-    settings = _settings(args)
-    expectations = load_expectations(settings.expectations) if settings.expectations else None
-    thresholds = load_thresholds(settings.thresholds_path)
+    settings, thresholds, expectations = rules
     report = build_report(rows, thresholds, run=run_of(rows, source), expectations=expectations,
                           settings={"completion_counting": settings.completion_counting},
                           prices=load_prices(settings.prices),
