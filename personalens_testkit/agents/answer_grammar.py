@@ -4,7 +4,8 @@ An answer is read in exactly one of three shapes, and nothing is ever searched f
 
 1. **A JSON object** - the whole answer, after an optional ``<think>...</think>`` block, an
    optional ``<response>`` wrapper and an optional code fence. This is what every prompt asks
-   for and what a constrained backend returns.
+   for and what a constrained backend returns. A raw line break or tab inside one of its strings (JSON
+   asks for ``\n``) is read as the character it is, as the paper's parser reads it: it moves no value.
 2. **One JSON object in plain words** - exactly one object carrying the answer's key, and
    text outside it that holds no other JSON (a brace, a ``"key":``: an object nested in an
    answer cut off at its token limit is never read), no character with a numeric value, no
@@ -132,7 +133,7 @@ _NOT_JSON = object()
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys, strict=False)
     except GrammarError:
         raise
     except (ValueError, RecursionError):
@@ -149,7 +150,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _objects(text: str, key: str) -> tuple[list[dict[str, Any]], str]:
     """The JSON objects in ``text`` that carry ``key``, and the text outside them."""
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
     found: list[dict[str, Any]] = []
     outside: list[str] = []
     position, tries = 0, 0
