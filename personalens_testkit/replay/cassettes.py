@@ -73,9 +73,6 @@ class Cassettes:
     def judge_path(self, scenario_id: str) -> Path:
         return cassette_path(self.settings.cassette_dir, self.settings.assistant, scenario_id, judge=self.settings.judge)
 
-    def has_cassette(self, scenario_id: str) -> bool:
-        return self.path(scenario_id).is_file()
-
     def for_scenario(self, scenario_id: str, rerecord: str) -> ScenarioCassettes:
         return ScenarioCassettes(self, scenario_id, rerecord)
 

@@ -105,7 +105,7 @@ def cost_lines(run: Run) -> list[str]:
     """A live run's cost estimate (the same as `personalens estimate`), and its budget; a budget whose spend cannot
     be priced is refused."""
     s = run.settings
-    if not run.recording.live_roles and s.max_cost is None:
+    if not _shows_estimate(run):
         return []
     estimate = of_run(run)
     lines = format_estimate(estimate)
@@ -125,7 +125,7 @@ def collected_cost_lines(run: Run, collected: Sequence[str]) -> list[str]:
     is for those. Nothing when the header showed no estimate or every selected case was collected."""
     s = run.settings
     selected = run.recording.plan.runnable
-    if not run.recording.live_roles and s.max_cost is None:
+    if not _shows_estimate(run):
         return []
     chosen = set(collected)
     cases = [(scenario, repeat) for scenario, repeat in selected if case_id(scenario.scenario_id, repeat) in chosen]
@@ -133,4 +133,9 @@ def collected_cost_lines(run: Run, collected: Sequence[str]) -> list[str]:
         return []
     return [f"the estimate again, for the {len(cases)} case(s) pytest collected of the {len(selected)} the settings "
             "select (-k, -m, node ids): it replaces the one above", *format_estimate(run_estimate(s, run.cases.dataset, cases))]
+
+
+def _shows_estimate(run: Run) -> bool:
+    """Whether the run shows a cost estimate: something is called live, or a budget needs one."""
+    return bool(run.recording.live_roles) or run.settings.max_cost is not None
 
