@@ -28,8 +28,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "gating costs",
     "report calibration",
     "settings",
-    "run gate",
-    "plugin plugin_support plugin_progress scheduling cli session",
+    "run gate integrations",
+    "plugin plugin_support plugin_progress scheduling cli",
 ))
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 #: what may be bigger than the guide (about 300 lines a module, 15 methods a class, 60 lines a function), and why

@@ -170,6 +170,9 @@ BAD_ENTRIES = [
      "ERROR: assistant 'down-openai' (*): cannot reach http://127.0.0.1:9/v1 (Connection refused)"),
     ("aws-bot", '[tool.personalens.assistants.aws-bot]\nkind = "bedrock"\nmodel = "anthropic.claude-3-haiku-20240307-v1:0"\n',
      "ERROR: assistant 'aws-bot' (*): no AWS region: set AWS_DEFAULT_REGION*"),
+    # the bot's credentials resolved as a call would resolve them (the same check as a Bedrock model's)
+    ("aws-creds-bot", '[tool.personalens.assistants.aws-creds-bot]\nkind = "bedrock"\nregion = "us-east-1"\nmodel = "m"\n',
+     "ERROR: assistant 'aws-creds-bot' (*): no AWS credentials found (the standard chain: *"),
 ]
 
 

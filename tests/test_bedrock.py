@@ -203,7 +203,8 @@ def test_one_retry_policy_and_one_count(monkeypatch):
 
 
 def test_the_read_timeout_is_the_entrys_and_aws_region_alone_is_enough(monkeypatch):
-    from personalens_testkit.assistants.registry import BuildContext, _chat
+    from personalens_testkit.assistants.kinds.bedrock import build as _chat
+    from personalens_testkit.assistants.registry import BuildContext
     from personalens_testkit.llm.bedrock import aws_session
 
     monkeypatch.delenv("AWS_DEFAULT_REGION")

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from personalens_testkit.agents.deepeval_metrics import (
+from personalens_testkit.integrations.deepeval_metrics import (
     CoherenceMetric, NaturalnessMetric, PersonalizationMetric, TaskCompletionMetric, scenario_context, to_test_case,
 )
 from personalens_testkit.errors import JudgeAnswerError, UsageError
@@ -173,7 +173,7 @@ def test_importing_the_metrics_changes_no_environment_variable():
     import subprocess
     import sys
 
-    code = ("import os; before = dict(os.environ); import personalens_testkit.agents.deepeval_metrics; "
+    code = ("import os; before = dict(os.environ); import personalens_testkit.integrations.deepeval_metrics; "
             "print(sorted(k for k in os.environ if k.startswith('DEEPEVAL') and k not in before))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPEVAL")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout

@@ -13,7 +13,8 @@ from ..llm.bedrock import check_aws
 from ..llm.retry import ping
 from .base import AssistantInput, AssistantReply
 from .contract import check_text
-from .entries import BedrockEntry, OpenAIEntry
+from .kinds.bedrock import BedrockEntry
+from .kinds.openai import OpenAIEntry
 from .reference import context_blocks
 from .setup_check import check_reachable
 
@@ -51,14 +52,3 @@ class ChatModelAssistant:
 
     def close(self) -> None:
         self.model.close()
-
-
-def check_aws(region: str | None) -> None:
-    """Credentials and a region must come from the standard AWS chain (no call is made)."""
-    import boto3
-
-    session: Any = boto3.Session(region_name=region) if region else boto3.Session()
-    if session.region_name is None:
-        raise AssistantSetupError("no AWS region: set AWS_DEFAULT_REGION, or region in the entry")
-    if session.get_credentials() is None:
-        raise AssistantSetupError("no AWS credentials in the standard chain (AWS_* variables, ~/.aws, SSO, instance role)")

@@ -38,7 +38,7 @@ from ..llm.timeouts import timed_out
 from ..llm.entries import expand_env
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
-from .entries import CommandEntry
+from .kinds.command import CommandEntry
 from .setup_check import AssistantSetupError
 
 _EOF = object()

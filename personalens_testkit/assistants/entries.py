@@ -1,7 +1,8 @@
-"""Assistant entries of the project config: what ``--assistant NAME`` can name.
+"""Assistant entries of the project config: what ``--assistant NAME`` can name. What every entry takes is
+here; each kind's own schema is in its module of :mod:`.kinds`.
 
     [tool.personalens.assistants.my-bot]     # pyproject.toml
-    kind = "http"                            # reference | openai | bedrock | http | python | command
+    kind = "http"                            # one of the kinds (assistants/kinds/: a module each)
     url = "http://127.0.0.1:8080/reply"
     context = ["interactions"]               # user context the bot is given; default: none
 
@@ -13,7 +14,7 @@ characters by default).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -24,7 +25,9 @@ from .contract import DEFAULT_MAX_REPLY_CHARS
 ContextPart = Literal["demographics", "interactions", "situation"]
 
 
-class _Entry(BaseModel):
+class Entry(BaseModel):
+    """What every kind's entry takes (a kind's schema, in its module of :mod:`.kinds`, adds its own fields)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: user context the assistant is given with every turn
@@ -51,7 +54,7 @@ class _Entry(BaseModel):
         return ContextSwitches(**{name: True for name in self.context})
 
 
-class _Sampling(BaseModel):
+class Sampling(BaseModel):
     """Sampling for bots that are a model behind a chat API (None: the API's own default)."""
 
     temperature: Optional[float] = Field(default=None, ge=0, le=2)
@@ -61,72 +64,14 @@ class _Sampling(BaseModel):
     system_prompt: Optional[str] = None
 
 
-class ReferenceEntry(_Entry):
-    """The paper's reference assistant on any model (a spec or a [models] name)."""
+def __getattr__(name: str) -> object:
+    """A kind's entry schema by its class name (``HttpEntry``, ...), and ``AssistantEntry`` / ``ASSISTANT_KINDS``:
+    each now lives in its kind's module (:mod:`.kinds`)."""
+    from . import kinds
 
-    kind: Literal["reference"]
-    model: str = "local"
-    #: the paper's prompt variant: claude, llama or mistral (None: chosen by the model's family, as the paper does)
-    prompt: Optional[Literal["claude", "llama", "mistral"]] = None
-
-
-class OpenAIEntry(_Entry, _Sampling):
-    """A model behind an OpenAI-compatible chat-completions endpoint is the bot."""
-
-    kind: Literal["openai"]
-    base_url: str = Field(min_length=1)
-    model: str = Field(min_length=1)
-    #: the name of the environment variable holding the key (never the key itself)
-    api_key_env: Optional[str] = None
-    #: extra headers; ``${VAR}`` in a value is read from the environment at call time
-    headers: dict[str, str] = Field(default_factory=dict)
-
-
-class BedrockEntry(_Entry, _Sampling):
-    """A model on Amazon Bedrock (Converse API) is the bot."""
-
-    kind: Literal["bedrock"]
-    model: str = Field(min_length=1)
-    region: Optional[str] = None
-
-
-class HttpEntry(_Entry):
-    """Any HTTP endpoint speaking the turn contract (see :mod:`personalens_testkit.assistants.contract`)."""
-
-    kind: Literal["http"]
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, str] = Field(default_factory=dict)
-
-
-class PythonEntry(_Entry):
-    """A Python callable ``package.module:function`` (sync or async) taking the turn contract's request."""
-
-    kind: Literal["python"]
-    callable: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-    #: folders (relative to the project root) put on sys.path before importing
-    path: list[str] = Field(default_factory=list)
-
-
-class CommandEntry(_Entry):
-    """A subprocess speaking the turn contract as JSON lines on stdin/stdout (a bot in any language)."""
-
-    kind: Literal["command"]
-    command: list[str] = Field(min_length=1)
-    #: working folder (relative to the project root); default: the project root
-    cwd: Optional[str] = None
-    #: extra environment variables; ``${VAR}`` in a value is read from the environment
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("command", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        import shlex
-
-        return shlex.split(value) if isinstance(value, str) else value
-
-
-AssistantEntry = Annotated[
-    Union[ReferenceEntry, OpenAIEntry, BedrockEntry, HttpEntry, PythonEntry, CommandEntry],
-    Field(discriminator="kind"),
-]
-ASSISTANT_KINDS = ("reference", "openai", "bedrock", "http", "python", "command")
+    if name in ("AssistantEntry", "ASSISTANT_KINDS"):
+        return getattr(kinds, name)
+    found = kinds.entry_classes().get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return found

@@ -20,7 +20,7 @@ from ..llm.openai_compat import RETRYABLE_STATUS
 from ..timebox import deadline
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
-from .entries import HttpEntry
+from .kinds.http import HttpEntry
 from .setup_check import check_reachable
 
 

@@ -24,7 +24,7 @@ from ..llm.timeouts import timed_out
 from ..timebox import TimeLimit, call_by_deadline
 from .base import AssistantInput, AssistantReply
 from .contract import parse_reply, request_payload
-from .entries import PythonEntry
+from .kinds.python import PythonEntry
 from .setup_check import AssistantSetupError
 
 

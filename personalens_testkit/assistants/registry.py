@@ -1,23 +1,22 @@
 """``--assistant NAME`` -> the assistant under test.
 
 Search order: the project config's entries (``personalens.toml``, then ``pyproject.toml``'s
-``[tool.personalens.assistants]``), then the built-in ``reference``. Builders are
-registered by kind and import their adapters lazily.
+``[tool.personalens.assistants]``), then the built-in ``reference``. Each kind builds its own (its module
+in :mod:`.kinds`, which imports its adapter only then).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from ..errors import UsageError
 from ..llm.base import ChatModel
 from ..llm.entries import BedrockModel, OpenAIModel
 from .base import Assistant, ContextSwitches
-from .entries import (
-    AssistantEntry, BedrockEntry, CommandEntry, HttpEntry, OpenAIEntry, PythonEntry, ReferenceEntry,
-)
+from .kinds import KINDS, AssistantEntry
+from .kinds.reference import ReferenceEntry
 
 BUILTIN = "reference"
 
@@ -59,64 +58,6 @@ class BuildContext:
     isolate: bool = False
 
 
-def reference_variant(entry: ReferenceEntry, describe: Callable[[str], str] = str) -> str:
-    """The reference assistant's prompt variant: the entry's, or the one for its model's family."""
-    from .reference import variant_for
-
-    return entry.prompt or variant_for(describe(entry.model))
-
-
-def _reference(name: str, entry: ReferenceEntry, ctx: BuildContext) -> Assistant:
-    from .reference import ReferenceAssistant
-
-    return ReferenceAssistant(ctx.model(entry.model, "assistant"), context=entry.switches(), name=name,
-                              variant=reference_variant(entry, ctx.describe))
-
-
-def _chat(name: str, entry: OpenAIEntry | BedrockEntry, ctx: BuildContext) -> Assistant:
-    from .chat_bot import ChatModelAssistant
-
-    backend: OpenAIModel | BedrockModel
-    if isinstance(entry, OpenAIEntry):
-        backend = OpenAIModel(model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
-                              headers=entry.headers, timeout_s=entry.timeout_s, json_dialect="none")
-    else:
-        backend = BedrockModel(model=entry.model, region=entry.region, json_mode="none", timeout_s=entry.timeout_s)
-    return ChatModelAssistant(name, entry, ctx.entry_model(backend, name))
-
-
-def _http(name: str, entry: HttpEntry, ctx: BuildContext) -> Assistant:
-    from .http_bot import HttpAssistant
-
-    return HttpAssistant(name, entry)
-
-
-def _python(name: str, entry: PythonEntry, ctx: BuildContext) -> Assistant:
-    if ctx.isolate:  # in a process of its own, speaking the command kind's lines (python_host)
-        import sys
-
-        from .command_bot import CommandAssistant
-
-        host = [sys.executable, "-m", "personalens_testkit.assistants.python_host", entry.callable,
-                *(str(ctx.root / folder) for folder in entry.path)]
-        fields = entry.model_dump(exclude={"kind", "callable", "path"})
-        return CommandAssistant(name, CommandEntry(kind="command", command=host, **fields), ctx.root)
-    from .python_bot import PythonAssistant
-
-    return PythonAssistant(name, entry, ctx.root)
-
-
-def _command(name: str, entry: CommandEntry, ctx: BuildContext) -> Assistant:
-    from .command_bot import CommandAssistant
-
-    return CommandAssistant(name, entry, ctx.root)
-
-
-BUILDERS: dict[str, Callable[[str, Any, BuildContext], Assistant]] = {
-    "reference": _reference, "openai": _chat, "bedrock": _chat, "http": _http, "python": _python, "command": _command,
-}
-
-
 def build_assistant(
     name: str, catalogue: AssistantCatalogue, ctx: BuildContext, *,
     reference_model: str = "local", reference_context: ContextSwitches = ContextSwitches(),
@@ -124,7 +65,7 @@ def build_assistant(
 ) -> Assistant:
     """The assistant ``name`` stands for; the built-in ``reference`` takes --assistant-model/-context/-prompt."""
     entry = catalogue.entry(name) or builtin_entry(reference_model, reference_context, reference_prompt)
-    return BUILDERS[entry.kind](name, entry, ctx)
+    return KINDS[entry.kind].build(name, entry, ctx)
 
 
 def builtin_entry(model: str, context: ContextSwitches, prompt: str | None = None) -> ReferenceEntry:

@@ -17,20 +17,12 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from ..assistants.kinds import SCAFFOLDS, SERVER_ADDRESSES
 from ..errors import UsageError
 from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
 from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
 
-#: the bot entry of each kind, as personalens.toml lines (the user edits the address or command)
-ENTRIES = {
-    "http": 'kind = "http"\nurl = "$address"         # POST: the turn contract (see docs/assistants.md)',
-    "openai": 'kind = "openai"\nbase_url = "$address"       # an OpenAI-compatible endpoint serving your bot\n'
-              'model = "my-bot"',
-    "python": 'kind = "python"\ncallable = "my_bot:reply"                # module:function taking the request dict\npath = ["."]',
-    "command": 'kind = "command"\ncommand = ["python3", "my_bot.py"]       # JSON lines on stdin and stdout',
-}
-_ADDRESSES = {"http": "http://127.0.0.1:8080/reply", "openai": "http://127.0.0.1:8080/v1"}
 #: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
 GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
 _GITIGNORE_HEAD = "# personalens-testkit: run results, the PR gate's output, scratch recordings (--cassette-dir my-cassettes)"
@@ -43,7 +35,7 @@ def _template(name: str) -> str:
 
 def bot_entry(name: str, kind: str, health_url: str | None = None) -> str:
     """The ``[assistants.NAME]`` table of personalens.toml, without a newline at its end."""
-    entry = Template(ENTRIES[kind]).substitute(address=bot_address(health_url, _ADDRESSES.get(kind, "")))
+    entry = Template(SCAFFOLDS[kind]).substitute(address=bot_address(health_url, SERVER_ADDRESSES.get(kind, "")))
     return Template(_template("assistant.toml.txt")).substitute(name=name, entry=entry).rstrip("\n")
 
 
@@ -147,7 +139,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("init", help="add a PersonaLens suite, config, thresholds and a CI gate to a repository")
     cmd.add_argument("directory", nargs="?", default=".", help="the repository (default: here)")
     cmd.add_argument("--assistant", default="my-bot", metavar="NAME", help="the name of your bot's entry (default my-bot)")
-    cmd.add_argument("--kind", choices=sorted(ENTRIES), default="http", help="how the testkit talks to your bot")
+    cmd.add_argument("--kind", choices=sorted(SCAFFOLDS), default="http", help="how the testkit talks to your bot")
     cmd.add_argument("--start", metavar="CMD", help="kinds http and openai: the shell command that starts your bot's "
                                                     "server, from the repository's root (written into the workflow)")
     cmd.add_argument("--health-url", metavar="URL", help="kinds http and openai: a URL that answers 2xx once the bot "

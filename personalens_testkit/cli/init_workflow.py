@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
+from ..assistants.kinds import SERVER_ADDRESSES
 from ..errors import UsageError
 
 #: kinds whose bot is a server the workflow starts (through the gate) before the run
-SERVER_KINDS = frozenset({"http", "openai"})
+SERVER_KINDS = frozenset(SERVER_ADDRESSES)
 #: where the user agent's and the judge's models come from
 PROVIDERS = ("local", "openai", "bedrock")
 #: the secret whose presence means "CI has model credentials", by provider

@@ -11,7 +11,9 @@ and the judge's reasons, filterable by domain and verdict.
 
 from __future__ import annotations
 
+from functools import cache
 from html import escape
+from importlib import resources
 from typing import Any, Mapping, Sequence
 
 from ..costs.spend import format_cost
@@ -20,41 +22,16 @@ from ..gating.stats import Estimate
 from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
 from .html_sections import estimate_signed, retest_html, role_cost_html
-from .html_changes import CSS as CHANGES_CSS, changes_html, checks_html, verdict_html
+from .html_changes import changes_html, checks_html, verdict_html
 from .model import RunReport, TurnPoint
 from .summary import unreadable_lines
 
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2430;max-width:1180px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}
-table{border-collapse:collapse;margin:6px 0}td,th{padding:3px 10px;border-bottom:1px solid #eef1f4;text-align:right}
-th:first-child,td:first-child{text-align:left}.muted{color:#6b7683}.fail{color:#b42318;font-weight:600}
-.pass{color:#067647;font-weight:600}.charts{display:flex;flex-wrap:wrap;gap:18px}.chart{border:1px solid #eef1f4;padding:6px}
-.dialogue{border:1px solid #dde3ea;border-radius:6px;margin:8px 0;padding:6px 10px}.dialogue summary{cursor:pointer}
-.msg{margin:4px 0;padding:4px 8px;border-radius:4px;white-space:pre-wrap}.user{background:#f1f5fb}.assistant{background:#f3f8f1}
-.badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;margin-left:6px}
-.b-passed{background:#dcfae6}.b-failed{background:#fee4e2}.b-error{background:#fef0c7}
-.v-regression{background:#fee4e2}.v-expected-failure{background:#eef1f4}.v-unexpected-pass{background:#d1e9ff}
-.v-not-scored{background:#fef0c7}.v-reply-changed{background:#fef0c7}.v-pass{background:#dcfae6}
-.verdict{padding:8px 12px;border-radius:6px;margin:10px 0}.verdict.ok{background:#dcfae6}.verdict.bad{background:#fee4e2}
-.filters select{margin-right:12px}
-"""
 
-SCRIPT = """
-function presetFilters(){
-  var params=new URLSearchParams(location.hash.slice(1));
-  ['domain','verdict'].forEach(function(k){ if(params.get(k)){document.getElementById('f-'+k).value=params.get(k);} });
-}
-function applyFilters(){
-  var d=document.getElementById('f-domain').value, v=document.getElementById('f-verdict').value, shown=0;
-  document.querySelectorAll('.dialogue').forEach(function(el){
-    var ok=(d==='all'||el.dataset.domains.split(' ').indexOf(d)>=0)&&(v==='all'||el.dataset.status===v||el.dataset.verdict===v);
-    el.style.display=ok?'':'none'; if(ok){shown++;}
-  });
-  document.getElementById('f-count').textContent=shown+' shown';
-}
-document.addEventListener('DOMContentLoaded',function(){presetFilters();applyFilters();});
-"""
+@cache
+def asset(name: str) -> str:
+    """The page's styles (``report.css``) or script (``report.js``), package data of ``report/assets/``, inlined."""
+    return (resources.files(__package__) / "assets" / name).read_text(encoding="utf-8")
+
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -265,7 +242,7 @@ def render_html(report: RunReport) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<style>{CSS}{CHANGES_CSS}</style></head><body>
+<style>{asset('report.css')}</style></head><body>
 <h1>{escape(title)}</h1>
 {verdict_html(report)}
 <p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
@@ -288,7 +265,7 @@ verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all
 <option value="not-scored">not scored</option><option value="reply-changed">reply changed</option></select><span id="f-count" class="muted"></span></div>
 {''.join(_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in rows)}
 <script type="application/json" id="report-data">{_json_for_script(report)}</script>
-<script>{SCRIPT}</script>
+<script>{asset('report.js')}</script>
 </body></html>
 """
 

@@ -14,11 +14,6 @@ from .model import RunReport
 #: the most changed scenarios listed (the rest are counted; every dialogue is further down)
 MAX_LISTED = 50
 
-CSS = """
-.changes td,.changes th{vertical-align:top;text-align:left}.reply{white-space:pre-wrap;margin:2px 0;padding:4px 8px;border-radius:4px;
-font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;max-width:520px;overflow-wrap:anywhere}.old{background:#fdf1f0}
-.new{background:#eef8ee}.changes td.score{white-space:nowrap}.checks td,.checks th{text-align:left}
-"""
 
 
 def verdict_html(report: RunReport) -> str:

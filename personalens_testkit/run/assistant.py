@@ -12,16 +12,14 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..assistants.base import Assistant, ContextSwitches
-from ..assistants.entries import AssistantEntry, ReferenceEntry
+from ..assistants.kinds import BOT_KINDS, AssistantEntry
+from ..assistants.kinds.reference import ReferenceEntry, reference_variant
 from ..assistants.recorded import RecordedBot
-from ..assistants.registry import BuildContext, build_assistant, builtin_entry, reference_variant
+from ..assistants.registry import BuildContext, build_assistant, builtin_entry
 from ..errors import PersonalensError, UsageError
 from ..llm.registry import describe
 from ..settings import RunSettings
 from .models import ModelPool
-
-#: Assistant kinds that are bots: code that may change behind an unchanged request, so always called live.
-BOT_KINDS = frozenset({"http", "python", "command", "openai"})
 
 
 @dataclass(frozen=True)

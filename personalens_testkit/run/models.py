@@ -92,12 +92,8 @@ class ModelPool:
 
     # -- clients ----------------------------------------------------------------------------
     def context(self) -> ModelContext:
-        s = self.settings
-        return ModelContext(
-            local_url_for=self.local_url_for, local=s.local, named=s.models, openai_base_url=s.openai_base_url,
-            openai_api_key_env=s.openai_api_key_env, replay_only_roles=frozenset(ROLES) - self.live_roles,
-            recorded_answer=recorded_answer,
-        )
+        return self.settings.model_context(self.local_url_for, replay_only_roles=frozenset(ROLES) - self.live_roles,
+                                           recorded_answer=recorded_answer)
 
     def chat(self, spec: str, role: str, *, owned: bool = True) -> ChatModel:
         """The chat model a spec or [models] name stands for, for a role, behind the run's limits. An owned

@@ -138,6 +138,11 @@ class Run:
         return len(self.cases.resumed)
 
     def run_info(self) -> RunInfo:
+        """What every row of the run shares (built once)."""
+        return self._run_info
+
+    @cached_property
+    def _run_info(self) -> RunInfo:
         s = self.settings
         return RunInfo(
             run_id=self.run_id, assistant=s.assistant, assistant_kind=self.assistant.kind,

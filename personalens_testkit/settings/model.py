@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..assistants.base import ContextSwitches
-from ..assistants.entries import ReferenceEntry
+from ..assistants.kinds.reference import ReferenceEntry
 from ..assistants.registry import AssistantCatalogue
 from ..data.selection import Selection
 from ..gating.thresholds import default_thresholds_path
 from ..llm.local_settings import LocalServerSettings
 from ..llm.entries import OPENAI_DEFAULT_URL, ModelEntry
 from ..llm.limits import Limits
+from ..llm.registry import ModelContext
 from ..llm.retry import RetryPolicy
 from .table import DEFAULT_SCENARIO_TIMEOUT_S, DEFAULT_STOP_AFTER_ERRORS, SETTING
 
@@ -108,3 +109,10 @@ class RunSettings:
         elif isinstance(entry, ReferenceEntry):
             specs["assistant"] = entry.model
         return specs
+
+    def model_context(self, local_url_for: Callable[[LocalServerSettings, str], str], **more: Any) -> ModelContext:
+        """What the backends need of these settings to build a role's model: the project's ``[models]`` and
+        ``[local]``, the OpenAI endpoint and its key variable; ``local_url_for`` finds the embedded server; ``more``:
+        the rest of :class:`ModelContext` (a run's replay-only roles, its cassettes' answers)."""
+        return ModelContext(local_url_for=local_url_for, local=self.local, named=self.models,
+                            openai_base_url=self.openai_base_url, openai_api_key_env=self.openai_api_key_env, **more)

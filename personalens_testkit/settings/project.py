@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..assistants.entries import ASSISTANT_KINDS, AssistantEntry
+from ..assistants.kinds import ASSISTANT_KINDS, AssistantEntry
 from ..errors import ConfigError, dotted
 from ..projectfiles import read_layers
 from ..llm.entries import BACKEND_NAMES, ModelEntry

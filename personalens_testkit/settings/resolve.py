@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..assistants.base import ContextSwitches
-from ..assistants.entries import ReferenceEntry
+from ..assistants.kinds.reference import ReferenceEntry
 from ..assistants.registry import BUILTIN, AssistantCatalogue
 from ..data.loader import open_dataset
 from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers

@@ -3,7 +3,7 @@
 The only module that imports deepeval (the rest of the testkit never does), so teams can
 reuse the PersonaLens judge in their own deepeval code::
 
-    from personalens_testkit.agents.deepeval_metrics import PersonalizationMetric
+    from personalens_testkit.integrations.deepeval_metrics import PersonalizationMetric
     metric = PersonalizationMetric("openai:gpt-4o", threshold=0.5)
     case = ConversationalTestCase(turns=[Turn(role="user", content=...), ...],
                                   metadata={"personalens_context": {"user_id": "cust-4711",
@@ -24,7 +24,7 @@ survive deepeval's own copying in ``evaluate()``, ``assert_test()`` and ``deepev
 (every constructor argument is kept under its own name), start every measurement from a
 clean state (a failure never leaves an earlier score, success or reason behind), retry a
 failed call like a run does, and show the judge the dialogue as a run does (exact imitations
-of the judge's answer format taken out, see :mod:`.injection`).
+of the judge's answer format taken out, see :mod:`personalens_testkit.agents.injection`).
 
 Importing this module changes no environment variable: deepeval reads its own (its telemetry,
 ``DEEPEVAL_DISABLE_DOTENV``) when it is first imported - set them in your environment.
@@ -41,19 +41,22 @@ from deepeval.metrics import BaseConversationalMetric
 from deepeval.test_case import ConversationalTestCase, Turn
 from pydantic import ValidationError
 
+from ..agents.calls import CallLog
+from ..agents.injection import neutralise
+from ..agents.judge import Judge
 from ..data.context import ScenarioContext, build_context
 from ..data.loader import Dataset, open_dataset
 from ..data.user_context import UserContext
 from ..errors import UsageError
 from ..llm.base import ChatModel, Message
+from ..llm.local_settings import LocalServerSettings
+from ..llm.registry import create_model
 from ..llm.retry import RetryPolicy
 from ..scales import (
     COHERENCE_ASSISTANT, COHERENCE_USER, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
     TASK_COMPLETION, Metric,
 )
-from .calls import CallLog
-from .injection import neutralise
-from .judge import Judge
+from ..settings import resolve_settings
 
 Side = Literal["user", "assistant"]
 
@@ -102,40 +105,19 @@ def to_test_case(messages: list[Message], scenario_id: str | None = None) -> Con
 
 def judge_model(spec: str, *, project: str | Path | None = None) -> ChatModel:
     """The chat model a spec string (``openai:gpt-4o``, ``bedrock:...``) or a ``[models]`` entry name stands
-    for, resolved as a run resolves it: the project's config (``project``, default the current folder),
-    then ``OPENAI_BASE_URL`` and the key variable it names. The embedded model needs a running server:
-    ``personalens serve-model``, then ``PERSONALENS_LOCAL_URL``."""
-    from pydantic import TypeAdapter, ValidationError
+    for, resolved by the settings as a run resolves it: the project's config (``project``, default the current
+    folder; its ``[models]``, ``[local]`` and OpenAI endpoint), then the environment (``OPENAI_BASE_URL``, the key
+    variable the config names). The embedded model needs a running server: ``personalens serve-model``, then
+    ``PERSONALENS_LOCAL_URL``."""
+    settings = resolve_settings({"judge_model": spec}, Path(project or "."), os.environ)
 
-    from ..errors import ConfigError, dotted
-    from ..llm.local_settings import LocalServerSettings
-    from ..llm.entries import OPENAI_DEFAULT_URL, ModelEntry
-    from ..llm.registry import ModelContext, create_model
-    from ..projectfiles import read_layers, table
-
-    named: dict[str, Any] = {}
-    base_url, key_env = None, None
-    for layer in read_layers(Path(project or ".")):
-        try:
-            named.update(TypeAdapter(dict[str, ModelEntry]).validate_python(table(layer.data, "models")))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ConfigError(layer.path, layer.prefix + "models." + dotted(first["loc"]), first["msg"]) from None
-        base_url = layer.data.get("openai_base_url", base_url)
-        key_env = layer.data.get("openai_api_key_env", key_env)
-    local_url = os.environ.get("PERSONALENS_LOCAL_URL")
-
-    def local_url_for(settings: LocalServerSettings, role: str) -> str:
-        if not local_url:
+    def local_url_for(local: LocalServerSettings, role: str) -> str:
+        if not settings.local_url:
             raise UsageError("the embedded judge needs a running server: start `personalens serve-model` and set "
                              "PERSONALENS_LOCAL_URL to the address it prints")
-        return local_url.rstrip("/")
+        return settings.local_url.rstrip("/")
 
-    context = ModelContext(
-        local_url_for=local_url_for, named=named, openai_api_key_env=key_env or "OPENAI_API_KEY",
-        openai_base_url=os.environ.get("OPENAI_BASE_URL") or base_url or OPENAI_DEFAULT_URL,
-    )
-    return create_model(spec, context, "judge")
+    return create_model(settings.judge_model, settings.model_context(local_url_for), "judge")
 
 
 class _PersonaLensMetric(BaseConversationalMetric):
