@@ -26,13 +26,13 @@ def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[A
     error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built.
     ``found``: the floors the case's own check found it missed."""
     try:
-        row = build_row(run.run_info(), evaluation, status=status, found=found,
+        row = build_row(run.run_info, evaluation, status=status, found=found,
                         transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
                         cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat),
                         expected=expected, verdict=verdict)
         stand_in = False
     except Exception as exc:  # the case still gets a row: an error naming what went wrong
-        row, stand_in = error_row(run.run_info(), evaluation, exc), True
+        row, stand_in = error_row(run.run_info, evaluation, exc), True
     error = row.error.model_dump() if row.error is not None else None
     return redact_json(row.model_dump_json()), error, stand_in
 

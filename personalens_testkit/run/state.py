@@ -137,12 +137,9 @@ class Run:
                 self.writer.write(row)
         return len(self.cases.resumed)
 
+    @cached_property
     def run_info(self) -> RunInfo:
         """What every row of the run shares (built once)."""
-        return self._run_info
-
-    @cached_property
-    def _run_info(self) -> RunInfo:
         s = self.settings
         return RunInfo(
             run_id=self.run_id, assistant=s.assistant, assistant_kind=self.assistant.kind,
@@ -165,7 +162,7 @@ class Run:
             not_run = (left, stopped, False) if decision_of(stopped) else (
                 left, f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}", True)
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
-                          run=self.run_info().model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
+                          run=self.run_info.model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
                           expectations=self.expectations, calibration=self.calibration, written=self.writer.written,
                           not_run=not_run)
 
