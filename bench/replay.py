@@ -6,6 +6,8 @@ the time of N bare pytest cases that only read and decompress the same cassette 
                                                     # server first, then replay those
     options: [--workers 0,2] [--repeat 3] [--cassette-dir DIR --assistant NAME]
              [--synth-dir DIR]: keep the synthesised cassettes there (and reuse them next time)
+             [--memory]: instead of the times, the controlling process's peak memory replaying an eighth and
+             all of the cassettes with -n 2, its growth per case, and that growth carried to 122,133 cases
 
 Both runs are fresh pytest processes started from this process, alternating, so the noisy
 machine hits both alike; the ratio (replay / bare) is the figure, the target is <= 3.
@@ -94,6 +96,31 @@ def measure(folder: Path, replay_args: list[str], workers: str, repeat: int, env
     return ratios
 
 
+def memory(folder: Path, replay_args: list[str], env: dict[str, str]) -> None:
+    """The xdist controller's peak RSS replaying an eighth of the cassettes and all of them (-n 2): the
+    memory it holds per case, and what that comes to at the full upstream dataset's 122,133 scenarios."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from rss import run_sampled  # the same sampling as bench/rss.py
+
+    found = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for share in ("1/8", None):
+            shard = ["--shard", share] if share else []
+            command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *replay_args, *shard,
+                       "--results-dir", str(Path(tmp) / "results"), "-n", "2"]
+            status, output, wall, peaks = run_sampled(command, cwd=ROOT, env=env)
+            cases = passed(output)
+            if status != 0 or not cases:
+                raise SystemExit(f"the replay failed:\n{output[-2000:]}")
+            controller = peaks[next(iter(peaks))][1] / 1024
+            found.append((cases, controller))
+            print(f"replay of {cases:,} cases (-n 2): controller peak RSS {controller:.0f} MB, {wall:.1f} s")
+    (few, low), (many, high) = found
+    per_case = (high - low) * 1024 / (many - few)
+    print(f"controller: {per_case:.2f} KB more a case; at 122,133 cases: {low + per_case * (122_133 - few) / 1024:.0f} MB "
+          "(goal: <= 150 MB, flat)")
+
+
 def sizes(folder: Path) -> None:
     files = sorted(folder.glob("*.json.xz"))
     if not files:
@@ -126,6 +153,7 @@ def main() -> int:
                         help="record the synthesised cassettes into DIR and keep them; reuse them if DIR has them")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", default="0", help="comma-separated xdist worker counts (0: no xdist)")
+    parser.add_argument("--memory", action="store_true", help="the controller's memory instead of the times")
     args = parser.parse_args()
 
     if not args.synthesise:
@@ -133,6 +161,9 @@ def main() -> int:
         sizes(folder)
         replay = ["suites/", "-p", "no:deepeval", "--cassette-dir", str(Path(args.cassette_dir).resolve()),
                   "--assistant", args.assistant]
+        if args.memory:
+            memory(folder, replay, ENV)
+            return 0
         for workers in args.workers.split(","):
             measure(folder, replay, workers, args.repeat, ENV)
         return 0
@@ -148,6 +179,9 @@ def main() -> int:
         sizes(folder)
         replay = ["suites/", "-p", "no:deepeval", *FAKE_SPECS, "--cassette-dir", str(cassettes)]
         dead = {**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # a replay must not need the server
+        if args.memory:
+            memory(folder, replay, dead)
+            return 0
         for workers in args.workers.split(","):
             measure(folder, replay, workers, args.repeat, dead)
     return 0

@@ -18,6 +18,7 @@ import errno
 import lzma
 import os
 import tempfile
+from typing import Iterable
 from pathlib import Path
 
 from .errors import StorageError
@@ -33,15 +34,20 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    """Write a whole file or nothing: readers (and a crash) never see half of it."""
+def write_bytes_atomically(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write a whole file or nothing: readers (and a crash) never see half of it. ``data``: the bytes, or their
+    pieces in order (a big file written without holding it whole)."""
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                for piece in data:
+                    handle.write(piece)
         os.replace(tmp, path)
     except OSError as exc:
         if tmp is not None:
@@ -55,6 +61,11 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
 
 def write_atomically(path: Path, text: str) -> None:
     write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_chunks_atomically(path: Path, pieces: Iterable[str]) -> None:
+    """:func:`write_atomically` of a text given in pieces."""
+    write_bytes_atomically(path, (piece.encode("utf-8") for piece in pieces))
 
 
 _FALLOC_FL_KEEP_SIZE = 1

@@ -22,6 +22,7 @@ from .plugin_support import (
     xdist_upcoming,
 )
 from .plugin_progress import ProgressHooks
+from .plugin_reports import KeptReports
 from .run.controller import case_row
 from .run.early_stop import order_key
 from .run.header import check_calibration, header_lines, identity_lines
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         run = Run(settings, run_id=new_run_id(), is_controller=True)
         config.pluginmanager.register(ControllerHooks(run), "personalens-controller")
+        config.pluginmanager.register(KeptReports(config, MARKER), "personalens-kept-reports")
         if runs_suites(config, MARKER):
             try:
                 run.thresholds  # noqa: B018 - a broken thresholds or expectations file stops the run here, in one line

@@ -6,6 +6,9 @@ import shutil
 from pathlib import Path
 
 import httpcore  # noqa: F401
+# loaded here, once: the package loads numpy only when a figure needs it, and a first load inside an in-process
+# pytester run is undone with that run's modules - numpy's C core cannot be loaded a second time in one process
+import numpy  # noqa: F401
 import pytest
 import vcr.cassette  # noqa: F401
 import vcr.stubs.httpx_stubs  # noqa: F401

@@ -24,6 +24,12 @@ def test_replay_bench_small():
     assert "bytes per scenario (xz): mean" in out and "median ratio replay / bare at workers 0:" in out
 
 
+def test_report_memory_bench_small():
+    out = bench("bench/report_memory.py", "--cases", "40", "--turns", "2", "--whole")
+    assert re.search(r"end of a run, 40 cases, digests, whole rows read again one at a time: peak RSS \d+ MB", out)
+    assert "whole rows in memory (before): peak RSS" in out
+
+
 def test_live_concurrency_bench_small():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
     assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out

@@ -327,3 +327,36 @@ def test_html_and_commands_polish(project, capsys, tmp_path):
     piped = subprocess.run(f"{sys.executable} -m personalens_testkit.cli compare {base} {base} | head -1", shell=True,
                            capture_output=True, text=True, cwd=project.path)
     assert "Traceback" not in piped.stderr and piped.stdout.startswith("paired comparison")
+
+
+KEPT_PROBE = '''
+import json, pathlib
+
+
+def pytest_terminal_summary(terminalreporter):
+    stats = terminalreporter.stats
+    pathlib.Path("kept.json").write_text(json.dumps({
+        "passed": sorted({type(r).__name__ for r in stats.get("passed", [])}),
+        "passed_count": len(stats.get("passed", [])),
+        "unlabelled": len(stats.get("", [])),
+    }))
+'''
+
+
+@pytest.mark.parametrize("extra", [[], ["-rA"]])
+def test_pytest_keeps_a_stand_in_for_each_passed_case_unless_passes_are_shown(project, extra):
+    """The controller's memory does not grow with pytest's reports of passed cases (issue 22): the terminal
+    reporter counts a stand-in; with -rA (or -rp, -rP, --durations) it keeps the whole reports it shows."""
+    (project.path / "conftest.py").write_text(KEPT_PROBE)
+    gates_file(project)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run(project, fake, *ALARM, *extra)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*4 passed*"])
+    kept = json.loads((project.path / "kept.json").read_text())
+    assert kept["passed_count"] == 4
+    if extra:
+        assert kept["passed"] == ["TestReport"] and kept["unlabelled"] == 8  # set-up and tear-down of each case
+        result.stdout.fnmatch_lines(["PASSED *test_single_domain[[]user7-SD-Alarm-task-1]"])
+    else:
+        assert kept["passed"] == ["PassedCase"] and kept["unlabelled"] == 0

@@ -31,6 +31,7 @@ from .agreement import kappa_interval
 from ..scales import HEADLINE, METRIC_BY_NAME, METRICS, Metric
 from ..gating.intervals import mean_estimate
 from ..gating.stats import Estimate, weighted_kappa
+from ..results.digest import judged_live
 
 #: fewer re-judged dialogues than this: a dimension's figures are shown, but no margin is taken from them
 MIN_PAIRS = 10
@@ -129,7 +130,7 @@ def judged_now(rows: Iterable[Any]) -> float:
 def _judged_live(row: Any) -> bool:
     if row.retest is not None and row.retest.first is not None:  # the first judgement's own record
         return row.retest.first == "live"
-    return any(call.role == "judge" and not call.replayed for call in row.calls)
+    return judged_live(row)
 
 
 def drift_margins(retest: JudgeRetest | None, live_share: float = 1.0) -> dict[str, float]:

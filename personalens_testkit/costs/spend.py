@@ -134,11 +134,16 @@ class _Tally:
         )
 
 
-def cost_ledger(rows: Iterable[Any], prices: PriceTable) -> CostLedger:
-    """The cost of the calls of result rows (:class:`~personalens_testkit.results.rows.ResultRow`), each
-    priced by its own row's model for its role."""
-    tallies = {role: _Tally() for role in ROLES}
-    for row in rows:
+class CostTally:
+    """The cost of result rows' calls, added up one row at a time (nothing kept of the rows): each call priced by
+    its own row's model for its role."""
+
+    def __init__(self, prices: PriceTable) -> None:
+        self.prices = prices
+        self.tallies = {role: _Tally() for role in ROLES}
+
+    def add(self, row: Any) -> None:
+        prices, tallies = self.prices, self.tallies
         # a spec that is empty (an older row) names no model, as a bot's None does
         specs = {"user_agent": row.user_model or None, "assistant": row.assistant_model or None,
                  "judge": row.judge_model or None}
@@ -149,11 +154,21 @@ def cost_ledger(rows: Iterable[Any], prices: PriceTable) -> CostLedger:
             if call.role not in specs:  # not a role of ours: counted under its own name, never priced
                 tallies.setdefault(call.role, _Tally()).note(None, prices)
             tallies[call.role].add(call, specs.get(call.role), prices)
-    roles = {role: tally.result(role, prices) for role, tally in tallies.items()}
-    spent = [cost.spent for cost in roles.values()]
-    replayed = [cost.replayed_value for cost in roles.values()]
-    return CostLedger(
-        roles=roles, total_spent=None if None in spent else sum(spent),  # type: ignore[arg-type]
-        known_spent=sum(cost.known_spent for cost in roles.values()),
-        total_replayed_value=None if None in replayed else sum(replayed),  # type: ignore[arg-type]
-    )
+
+    def result(self) -> CostLedger:
+        roles = {role: tally.result(role, self.prices) for role, tally in self.tallies.items()}
+        spent = [cost.spent for cost in roles.values()]
+        replayed = [cost.replayed_value for cost in roles.values()]
+        return CostLedger(
+            roles=roles, total_spent=None if None in spent else sum(spent),  # type: ignore[arg-type]
+            known_spent=sum(cost.known_spent for cost in roles.values()),
+            total_replayed_value=None if None in replayed else sum(replayed),  # type: ignore[arg-type]
+        )
+
+
+def cost_ledger(rows: Iterable[Any], prices: PriceTable) -> CostLedger:
+    """The cost of the calls of result rows (:class:`~personalens_testkit.results.rows.ResultRow`): :class:`CostTally`."""
+    tally = CostTally(prices)
+    for row in rows:
+        tally.add(row)
+    return tally.result()

@@ -73,7 +73,8 @@ def scenario_values(rows: Iterable[ResultRow], metric: str, *, counting: str = "
         else:
             continue
         tries.setdefault(row.scenario_id, []).append(value)
-    return {sid: fmean(values) for sid, values in sorted(tries.items())}
+    same: dict[float, float] = {}  # one float object per value (a summary keeps them all: few values, many scenarios)
+    return {sid: same.setdefault(mean, mean) for sid, values in sorted(tries.items()) for mean in (fmean(values),)}
 
 
 def estimate(metric: Metric, values: Iterable[float], confidence: float) -> Estimate:

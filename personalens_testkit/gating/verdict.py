@@ -13,9 +13,9 @@ code, the terminal, JUnit, report.json and the HTML:
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Optional, Sequence
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, PrivateAttr, computed_field
 
 from ..results.rows import ResultRow
 from .aggregate import GateResult
@@ -48,6 +48,7 @@ class RunVerdict(BaseModel):
     reply_changed: list[str] = []
     #: cases below a floor on a live judgement: evidence, not a verdict (the judge's noise can explain one score)
     unconfirmed: list[str] = []
+    _by_case: Optional[dict[str, str]] = PrivateAttr(default=None)
     #: checks neither shown passed nor failed at this n (inconclusive; failing only with fail_when_inconclusive)
     undecided: list[str] = []
     not_scored: int = 0
@@ -102,11 +103,15 @@ class RunVerdict(BaseModel):
 
     def of(self, case_id: str, status: str) -> CaseVerdict:
         """A case's verdict in this run (the same for a row of an older version, worked out when the run was judged)."""
-        for verdict, ids in (("regression", self.regressions), ("expected failure", self.expected_failures),
-                             ("unexpected pass", self.unexpected_passes), ("reply changed", self.reply_changed),
-                             ("unconfirmed", self.unconfirmed)):
-            if case_id in ids:
-                return verdict  # type: ignore[return-value]
+        if self._by_case is None:  # looked up once per case by every output: a dict, not a scan of the lists
+            self._by_case = {}
+            for verdict, ids in (("unconfirmed", self.unconfirmed), ("reply changed", self.reply_changed),
+                                 ("unexpected pass", self.unexpected_passes), ("expected failure", self.expected_failures),
+                                 ("regression", self.regressions)):  # the first list that names a case wins
+                self._by_case.update(dict.fromkeys(ids, verdict))
+        found = self._by_case.get(case_id)
+        if found is not None:
+            return found  # type: ignore[return-value]
         return "not scored" if status == "error" else "pass"
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from ..callsite import ROLES
 from ..gating.verdict import RunCheck, RunVerdict
+from ..results.digest import row_calls_split
 from ..results.rows import ReplyChangeRow, ResultRow
 from ..scales import HEADLINE
 
@@ -49,14 +50,8 @@ class ScenarioChange(BaseModel):
 
 
 def call_split(row: ResultRow) -> dict[str, CallSplit]:
-    """Each role's calls in a row, replayed and live (roles that made none left out)."""
-    split: dict[str, CallSplit] = {}
-    for call in row.calls:
-        entry = split.setdefault(call.role, CallSplit())
-        if call.replayed:
-            entry.replayed += 1
-        else:
-            entry.live += 1
+    """Each role's calls in a row (or its digest), replayed and live (roles that made none left out)."""
+    split = {role: CallSplit(replayed=replayed, live=live) for role, replayed, live in row_calls_split(row)}
     return {role: split[role] for role in (*ROLES, *sorted(set(split) - set(ROLES))) if role in split}
 
 

@@ -263,14 +263,37 @@ verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all
 <option value="failed">failed</option><option value="error">error</option><option value="regression">regression</option>
 <option value="expected-failure">expected failure</option><option value="unexpected-pass">unexpected pass</option>
 <option value="not-scored">not scored</option><option value="reply-changed">reply changed</option></select><span id="f-count" class="muted"></span></div>
-{''.join(_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in rows)}
+{_dialogues(report)}
 <script type="application/json" id="report-data">{_json_for_script(report)}</script>
 <script>{asset('report.js')}</script>
 </body></html>
 """
 
 
+#: the most dialogues a page shows: beyond it, those that did not pass first (every transcript is in the results file)
+DIALOGUES_SHOWN = 500
+
+
+def _dialogues(report: RunReport) -> str:
+    """The dialogues, read from the whole rows one at a time; over :data:`DIALOGUES_SHOWN` cases, the cases that
+    did not pass come first, then the others in row order, and a line says how many are left out and where."""
+    rows = report.rows
+    shown: set[str] | None = None
+    if len(rows) > DIALOGUES_SHOWN:
+        verdicts = [report.verdict.of(r.case_id, r.status) for r in rows]
+        order = sorted(range(len(rows)), key=lambda i: (verdicts[i] == "pass", i))[:DIALOGUES_SHOWN]
+        shown = {rows[i].case_id for i in order}
+    parts = [_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in report.whole_rows()
+             if shown is None or r.case_id in shown]
+    if shown is not None:
+        parts.append(f"<p class='muted'>{len(rows) - len(shown):,} more dialogues are not shown here (this page shows "
+                     f"{DIALOGUES_SHOWN:,}, those that did not pass first): every transcript is in the run's results "
+                     "file and its transcripts folder.</p>")
+    return "".join(parts)
+
+
 def _json_for_script(report: RunReport) -> str:
-    """The report (its rows aside) as JSON that no text in it can end or re-open: ``<``, ``>`` and ``&`` escaped."""
-    text = report.model_dump_json(exclude={"rows"})
+    """The report (its rows and per-case ledger aside: report.json has them) as JSON that no text in it can end or
+    re-open: ``<``, ``>`` and ``&`` escaped."""
+    text = report.model_dump_json(exclude={"rows": True, "ledger": {"per_scenario"}})
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")

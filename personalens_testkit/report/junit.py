@@ -10,8 +10,8 @@ reason, an unexpected pass passes with a ``verdict`` property saying so.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any, Iterator
 
-from ..results.rows import ResultRow
 from ..scales import METRICS
 from .model import RunReport
 
@@ -19,9 +19,8 @@ SUITES = {"sd": "test_single_domain", "md": "test_multi_domain"}
 RUN_SUITE = "personalens_run"
 
 
-def _case(suite: ET.Element, report: RunReport, row: ResultRow, suite_name: str) -> str:
-    case = ET.SubElement(suite, "testcase", classname=f"suites.{suite_name}", name=row.case_id, time=f"{row.seconds:.3f}")
-    verdict = report.verdict.of(row.case_id, row.status)
+def _case(report: RunReport, row: Any, suite_name: str, verdict: str) -> ET.Element:
+    case = ET.Element("testcase", classname=f"suites.{suite_name}", name=row.case_id, time=f"{row.seconds:.3f}")
     props = ET.SubElement(case, "properties")
     ET.SubElement(props, "property", name="verdict", value=verdict)
     if row.expected is not None:
@@ -46,33 +45,58 @@ def _case(suite: ET.Element, report: RunReport, row: ResultRow, suite_name: str)
         ET.SubElement(case, "skipped", message=f"not scored (infrastructure): {cause}")
     elif verdict == "reply changed":
         ET.SubElement(case, "skipped", message=f"not scored: {cause}")
-    return verdict
+    return case
 
 
-def junit_xml(report: RunReport, *, name: str = "personalens") -> str:
-    root = ET.Element("testsuites", name=name)
-    for kind, suite_name in SUITES.items():
-        members = [r for r in report.rows if r.task_kind == kind]
-        if not members:
-            continue
-        suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(members)),
-                              time=f"{sum(r.seconds for r in members):.3f}")
-        outcomes = [(_case(suite, report, row, suite_name), row.status) for row in members]
-        suite.set("failures", str(sum(v == "regression" and s != "error" for v, s in outcomes)))
-        suite.set("errors", str(sum(v == "regression" and s == "error" for v, s in outcomes)))
-        suite.set("skipped", str(sum(v in ("expected failure", "not scored", "reply changed") for v, _ in outcomes)))
+def _nested(element: ET.Element, level: int) -> str:
+    """An element as it stands ``level`` deep in the indented document, from its line break on."""
+    ET.indent(element, level=level)
+    return "\n" + "  " * level + ET.tostring(element, encoding="unicode")
+
+
+def _suite(report: RunReport, kind: str, suite_name: str) -> Iterator[str]:
+    """One suite of cases, written case by case (a big run's file is never held whole)."""
+    members = [(row, report.verdict.of(row.case_id, row.status)) for row in report.rows if row.task_kind == kind]
+    if not members:
+        return
+    tag = ET.Element("testsuite", name=suite_name, tests=str(len(members)),
+                     time=f"{sum(row.seconds for row, _ in members):.3f}",
+                     failures=str(sum(v == "regression" and row.status != "error" for row, v in members)),
+                     errors=str(sum(v == "regression" and row.status == "error" for row, v in members)),
+                     skipped=str(sum(v in ("expected failure", "not scored", "reply changed") for _, v in members)))
+    yield "\n  " + ET.tostring(tag, encoding="unicode").removesuffix(" />") + ">"
+    for row, verdict in members:
+        yield _nested(_case(report, row, suite_name, verdict), 2)
+    yield "\n  </testsuite>"
+
+
+def _run_checks(report: RunReport) -> ET.Element | None:
     checks = report.verdict.checks
-    if checks:
-        suite = ET.SubElement(root, "testsuite", name=RUN_SUITE, tests=str(len(checks)),
-                              failures=str(sum(c.outcome == "failed" for c in checks)), errors="0",
-                              skipped=str(sum(c.outcome == "skipped" for c in checks)), time="0.000")
-        for check in checks:
-            case = ET.SubElement(suite, "testcase", classname=RUN_SUITE, name=check.name, time="0.000")
-            if check.outcome == "failed":
-                ET.SubElement(case, "failure", message=check.message).text = check.message
-            elif check.outcome == "skipped":
-                ET.SubElement(case, "skipped", message=check.message)
-            else:
-                ET.SubElement(case, "system-out").text = check.message
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    if not checks:
+        return None
+    suite = ET.Element("testsuite", name=RUN_SUITE, tests=str(len(checks)),
+                       failures=str(sum(c.outcome == "failed" for c in checks)), errors="0",
+                       skipped=str(sum(c.outcome == "skipped" for c in checks)), time="0.000")
+    for check in checks:
+        case = ET.SubElement(suite, "testcase", classname=RUN_SUITE, name=check.name, time="0.000")
+        if check.outcome == "failed":
+            ET.SubElement(case, "failure", message=check.message).text = check.message
+        elif check.outcome == "skipped":
+            ET.SubElement(case, "skipped", message=check.message)
+        else:
+            ET.SubElement(case, "system-out").text = check.message
+    return suite
+
+
+def junit_xml(report: RunReport, *, name: str = "personalens") -> Iterator[str]:
+    root = ET.tostring(ET.Element("testsuites", name=name), encoding="unicode", xml_declaration=True)
+    checks = _run_checks(report)
+    if checks is None and not report.rows:
+        yield root + "\n"
+        return
+    yield root.removesuffix(" />") + ">"
+    for kind, suite_name in SUITES.items():
+        yield from _suite(report, kind, suite_name)
+    if checks is not None:
+        yield _nested(checks, 1)
+    yield "\n</testsuites>\n"

@@ -9,17 +9,18 @@ run and ``personalens report RESULTS`` are the same.
 from __future__ import annotations
 
 import math
+from functools import partial
 from collections import defaultdict
 from datetime import datetime, timezone
 from statistics import mean, pvariance
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from ..calibration.report import CalibrationReport
 from ..callsite import ROLES
 from ..costs.prices import PriceTable, load_prices
-from ..costs.spend import CostLedger, cost_ledger
+from ..costs.spend import CostLedger, CostTally, cost_ledger
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise
 from ..gating.compare import Comparison
 from ..gating.expectations import Expectations
@@ -28,21 +29,14 @@ from ..calibration.retest import JudgeRetest
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
 from ..gating.verdict import RunVerdict, decide_run, run_verdict
+from ..results.digest import RowDigest
 from ..results.rows import ResultRow
+from ..results.source import RowSource
 from ..scales import HEADLINE, METRICS
 from .changes import ScenarioChange, scenario_changes
+from .ledger import Ledger, LedgerTally, ledger
 
 REPORT_VERSION = 1
-COUNTED = ("calls", "replayed", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
-
-#: calls and tokens of one role: calls (of them replayed from cassettes), retries, prompt and completion tokens, cache tokens
-RoleLedger = dict[str, int]
-
-
-class Ledger(BaseModel):
-    total: dict[str, RoleLedger]
-    per_scenario: dict[str, dict[str, RoleLedger]]
-
 
 class Spread(BaseModel):
     mean_range: Optional[float]
@@ -118,29 +112,25 @@ class RunReport(BaseModel):
     #: the scenarios that changed (a bot reply differs from the recording, scores differ from the baseline's, a
     #: regression or an unexpected pass): what the job summary and the HTML show a reviewer first
     changes: list[ScenarioChange] = []
-    rows: list[ResultRow]
+    #: one per case: whole rows, or (the report of a finished run) their digests, whose whole rows
+    #: :meth:`whole_rows` reads again from the results file
+    rows: list[Any]
+    _source: Any = PrivateAttr(default=None)
 
+    @property
+    def streams(self) -> bool:
+        """Whether the whole rows are read from the results file (:attr:`rows` holds digests)."""
+        return self._source is not None
 
-def ledger(rows: Iterable[ResultRow]) -> Ledger:
-    """Calls and tokens per role, in total and per scenario."""
-    def empty() -> RoleLedger:
-        return dict.fromkeys(COUNTED, 0)
+    def whole_rows(self) -> Iterator[ResultRow]:
+        """Every case's whole row (dialogue, calls, reasons), one at a time."""
+        return self._source.rows() if self._source is not None else iter(self.rows)
 
-    total: dict[str, RoleLedger] = {role: empty() for role in ROLES}
-    per_scenario: dict[str, dict[str, RoleLedger]] = {}
-    for row in rows:
-        mine = per_scenario.setdefault(row.case_id, {role: empty() for role in ROLES})
-        for call in row.calls:
-            for book in (total, mine):
-                entry = book.setdefault(call.role, empty())
-                entry["calls"] += 1
-                entry["replayed"] += 1 if call.replayed else 0
-                entry["retries"] += (call.attempts or 1) - 1
-                entry["prompt_tokens"] += call.prompt_tokens or 0
-                entry["completion_tokens"] += call.completion_tokens or 0
-                entry["cache_read_tokens"] += call.cache_read_tokens or 0
-                entry["cache_write_tokens"] += call.cache_write_tokens or 0
-    return Ledger(total=total, per_scenario=per_scenario)
+    def row_lines(self) -> Iterator[str]:
+        """Every case's row as one line of JSON."""
+        if self._source is not None:
+            return self._source.lines()
+        return (row.model_dump_json() for row in self.rows)
 
 
 def repeats(rows: Sequence[ResultRow], confidence: float = 0.95) -> Repeats | None:
@@ -220,12 +210,15 @@ def build_report(
     expectations: Expectations | None = None, problems: Sequence[str] = (),
     calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
     retest: JudgeRetest | None = None, not_run: tuple[int, str, bool] | None = None, prices: PriceTable | None = None,
+    source: RowSource | None = None, tallied: tuple[Ledger, CostLedger] | None = None,
 ) -> RunReport:
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own;
     ``not_run``: how many selected cases the run did not start, why, and whether they were needed (a run stopped
     early; not needed: ``--stop-when-decided`` decided the verdict); ``prices``: the price
     table with the project's overrides (default: the shipped one); ``retest``: the judge's test-retest figures
-    (calibration.retest.measure, over the rows that measure it)."""
+    (calibration.retest.measure, over the rows that measure it); ``source``: where the whole rows of ``rows`` (then
+    digests, :class:`~personalens_testkit.results.digest.RowDigest`) are read again, and ``tallied``: the ledger
+    and cost that were added up while the digests were made (:func:`tally_rows`)."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence, counting=(settings or {}).get("completion_counting") or "ours")
     gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
@@ -242,12 +235,13 @@ def build_report(
                           expectations=expectations, problems=problems,
                           not_run=f"{not_run[0]} selected case(s) not run: {not_run[1]}" if needed and not_run[0]
                           else None, decided=None if needed or not not_run else (not_run[1], not_run[0]))
-    return RunReport(
+    if tallied is None:
+        tallied = ledger(rows), cost_ledger(rows, prices if prices is not None else load_prices())
+    report = RunReport(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), run=dict(run or {}),
         settings=dict(settings or {}), counts={"cases": len(rows), **statuses}, errors_by_source=dict(sources),
         confidence=agg.confidence, aggregates=summaries, gates=gates, gates_enforced=gates_enforced,
-        gates_passed=all(g.passed is not False for g in gates), ledger=ledger(rows),
-        cost=cost_ledger(rows, prices if prices is not None else load_prices()),
+        gates_passed=all(g.passed is not False for g in gates), ledger=tallied[0], cost=tallied[1],
         repeats=repeats(rows, agg.confidence),
         preference_leaks=leaks(rows),
         judge_retest=retest,
@@ -257,3 +251,12 @@ def build_report(
         comparison=comparison, judge_calibration=calibration, rows=list(rows),
         verdict=verdict, changes=scenario_changes(rows, verdict, baseline),
     )
+    report._source = source
+    return report
+
+
+def tally_rows(source: RowSource, prices: PriceTable) -> tuple[list[RowDigest], tuple[Ledger, CostLedger]]:
+    """A finished run's digests, and its ledger and cost added up on the way: the rows are read once, one at a time."""
+    calls, cost = LedgerTally(), CostTally(prices)
+    digests = source.digests(calls.add, cost.add)
+    return digests, (calls.result(), cost.result())

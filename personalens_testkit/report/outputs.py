@@ -7,23 +7,44 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from ..errors import StorageError
-from ..files import write_atomically
+from ..data.models import case_id
+from ..files import write_atomically, write_chunks_atomically
 from .html import render_html
 from .junit import junit_xml
 from .markdown import append_step_summary, render_markdown
+from .ledger import role_ledger
 from .model import RunReport
 
 
-def report_json(report: RunReport) -> str:
-    """The report as JSON, a line per field and per row: readable, and compact where it is big."""
+def report_json(report: RunReport) -> Iterator[str]:
+    """The report as JSON, a line per field and per row: readable, and compact where it is big. Written in pieces:
+    the per-case ledger and the rows are read from the run's results file one at a time, never held whole."""
     data = report.model_dump(mode="json", exclude={"rows"})
-    fields = [f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}" for key, value in data.items()]
-    rows = ",\n".join("  " + row.model_dump_json() for row in report.rows)
-    fields.append(f' "rows": [\n{rows}\n ]' if rows else ' "rows": []')
-    return "{\n" + ",\n".join(fields) + "\n}\n"
+    yield "{\n"
+    for number, (key, value) in enumerate(data.items()):
+        yield ("" if number == 0 else ",\n") + f" {json.dumps(key)}: "
+        if key == "ledger" and report.streams:
+            yield from _streamed_ledger(report, value)
+        else:
+            yield json.dumps(value, ensure_ascii=False)
+    yield (",\n" if data else "") + ' "rows": ['
+    for number, line in enumerate(report.row_lines()):
+        yield ("\n  " if number == 0 else ",\n  ") + line
+    yield "\n ]\n}\n" if report.rows else "]\n}\n"
+
+
+def _streamed_ledger(report: RunReport, value: dict) -> Iterator[str]:
+    """``{"total": ..., "per_scenario": {...}}`` as json.dumps writes it, each case's entry from its results line."""
+    yield '{"total": ' + json.dumps(value["total"], ensure_ascii=False) + ', "per_scenario": {'
+    for number, line in enumerate(report.row_lines()):
+        record = json.loads(line)
+        case = case_id(record["scenario_id"], record.get("repeat") or 1)
+        yield ("" if number == 0 else ", ") + json.dumps(case, ensure_ascii=False) + ": " + json.dumps(
+            role_ledger(record.get("calls") or []), ensure_ascii=False)
+    yield "}}"
 
 
 @dataclass(frozen=True)
@@ -38,7 +59,8 @@ class ReportFormat:
     setting: str
     cli_flag: str
     what: str
-    render: Callable[[RunReport], str]
+    #: the file's text, whole or in pieces (a big run's report is written without being held whole)
+    render: Callable[[RunReport], str | Iterable[str]]
     #: what else writing it does, said in its option's help
     also: str = ""
 
@@ -74,7 +96,11 @@ def write_report_files(report: RunReport, paths: Mapping[str, Path | None], *,
         if path is None:
             continue
         try:
-            write_atomically(path, form.render(report))
+            text = form.render(report)
+            if isinstance(text, str):
+                write_atomically(path, text)
+            else:
+                write_chunks_atomically(path, text)
         except StorageError as exc:
             if failures is None:
                 raise

@@ -55,10 +55,10 @@ def merge_recorded(path: Path, rows: Iterable[ResultRow]) -> int:
     recorded = load_recorded(path)
     merged = {key: slim(row) for key, row in recorded.items()}
     count = 0
-    for row in dedupe_rows(rows):
+    for row in dedupe_rows(slim(row) for row in rows):  # slim as they come: whole rows are never held together
         before = recorded.get(row.case_id)
         if before is None or finished_instant(row.finished_at) >= finished_instant(before.finished_at):
-            merged[row.case_id] = slim(row)
+            merged[row.case_id] = row
             count += 1
     if count:
         write_rows(path, (merged[key] for key in sorted(merged)))

@@ -15,9 +15,10 @@ from ..gating.thresholds import Thresholds
 from ..gating.expectations import Expectations
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.verdict import RunVerdict
-from ..report.model import RunReport, build_report
+from ..report.model import RunReport, build_report, tally_rows
 from ..report.outputs import FORMATS, in_folder, write_report_files
-from ..results.files import load_rows, read_rows
+from ..results.files import load_rows
+from ..results.source import RowSource
 from ..settings import RunSettings
 from .recording import Recording
 
@@ -38,7 +39,11 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
                calibration: CalibrationReport | None = None, written: set[bytes] | None = None,
                not_run: tuple[int, str, bool] | None = None) -> RunOutcome:
-    rows = read_rows(results, written=written)
+    # one digest a case (the rows read once, one at a time, the ledger and cost added up on the way): the outputs
+    # that show whole rows read them again from the file, so the run's memory does not grow with its cases
+    prices = load_prices(settings.prices)
+    source = RowSource(results, written=written)
+    rows, tallied = tally_rows(source, prices)
     comparison = base_rows = None
     # the judge's noise from this run's own judgements (a resumed row's second judgement is another run's)
     retest = measure([row for row in rows if row.run_id == run["run_id"]], share=settings.judge_retest or None,
@@ -55,14 +60,14 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                                   counting=settings.completion_counting)
     problems: list[str] = []  # part of the verdict (and so of every report)
     try:
-        recorded = recording.keep_recorded(rows)
+        recorded = recording.keep_recorded(source.rows())
     except StorageError as exc:
         recorded = 0
         problems.append(f"recorded results: {exc}")
     enforced = not recording.plan.checks_reproduction
     report = build_report(rows, thresholds, run=run, settings=snapshot, gates_enforced=enforced, comparison=comparison,
                           expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows,
-                          retest=retest, not_run=not_run, prices=load_prices(settings.prices))
+                          retest=retest, not_run=not_run, prices=prices, source=source, tallied=tallied)
     failures: list[str] = []  # report files that could not be written
     chosen = {form.setting: getattr(settings, form.setting) for form in FORMATS}
     written = write_report_files(report, in_folder(run_dir, chosen), failures=failures)

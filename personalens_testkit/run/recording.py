@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..data.models import Scenario, case_id
 from ..replay.cassettes import ScenarioCassettes
@@ -91,7 +91,7 @@ class Recording:
         found = existing(path)
         return baseline is not None and found is not None and baseline.resolve() == found.resolve()
 
-    def keep_recorded(self, rows: Sequence[ResultRow]) -> int:
+    def keep_recorded(self, rows: Iterable[ResultRow]) -> int:
         """At the end of a recording run: its scored rows join the recorded results; returns how many."""
         if self.settings.record_mode == "none" or self.settings.rejudge:
             return 0
@@ -99,4 +99,4 @@ class Recording:
             self.kept_back = (f"the recorded results ({self.shown(self.recorded_path)}) are left as they are: they are "
                               "this run's --baseline; a recording joins them only on main (`personalens promote`)")
             return 0
-        return merge_recorded(self.recorded_path, [row for row in rows if row.status != "error"])
+        return merge_recorded(self.recorded_path, (row for row in rows if row.status != "error"))

@@ -1,0 +1,122 @@
+"""A result row as the end of a run keeps it in memory: every field that a figure, a gate, the verdict, the
+changed scenarios or a JUnit case reads, and none of the dialogue, its calls or the judge's reasons.
+
+A :class:`RowDigest` answers those reads exactly as its :class:`~.rows.ResultRow` does (the same values, the
+same objects for scores), so every aggregate computed from digests is the number computed from the rows, to
+the last digit. It weighs about 0.4 KB where its row weighs tens (a 20-turn dialogue and its 47 calls): the
+controller of a 122,133-case run holds 122,133 digests, never the rows. What it leaves out - the transcript,
+the calls, the reasons - is read again from the results file by the outputs that show it
+(:mod:`personalens_testkit.results.source`).
+
+Values that recur from row to row (a score sheet, a model's name, a domain list) are kept once and shared.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from ..data.models import case_id
+from .rows import ResultRow
+
+#: per role, calls answered by a cassette and called live: ``((role, replayed, live), ...)``
+CallSplit = tuple[tuple[str, int, int], ...]
+_EMPTY: dict[str, str] = {}
+_shared: dict[Any, Any] = {}
+
+
+def _once(value: Any) -> Any:
+    """One object for equal values (hashable ones): a score sheet or a tuple kept once, however many rows hold it."""
+    if value is None:
+        return None
+    return _shared.setdefault(value, value)
+
+
+def _scores_once(scores: Any) -> Any:
+    if scores is None:
+        return None
+    key = ("scores", type(scores), tuple(scores.model_dump().items()))
+    return _shared.setdefault(key, scores)
+
+
+def _text(value: Optional[str]) -> Optional[str]:
+    return sys.intern(value) if value else value
+
+
+def call_split(row: ResultRow) -> CallSplit:
+    """Each role's calls in a row, replayed and live, roles in the order they first called."""
+    split: dict[str, list[int]] = {}
+    for call in row.calls:
+        split.setdefault(call.role, [0, 0])[0 if call.replayed else 1] += 1
+    return tuple((role, replayed, live) for role, (replayed, live) in split.items())
+
+
+class RowDigest:
+    """What is kept of one row (see the module's text). Read it as a ResultRow; it cannot be written back."""
+
+    __slots__ = ("run_id", "scenario_id", "repeat", "task_kind", "domains", "status", "error", "scores",
+                 "partial_scores", "unreadable", "shortfalls", "expected", "verdict", "reply_change", "retest",
+                 "preference_leak", "analysis_errors", "injection_flags", "turn_personalization", "seconds", "turns",
+                 "termination", "assistant", "assistant_model", "user_model", "judge_model", "cassette",
+                 "calls_split", "judged_live")
+
+    def __init__(self, row: ResultRow) -> None:
+        self.run_id = _text(row.run_id)
+        self.scenario_id = row.scenario_id
+        self.repeat = row.repeat
+        self.task_kind = _text(row.task_kind)
+        self.domains = _once(tuple(_text(d) for d in row.domains))
+        self.status = _text(row.status)
+        self.error = row.error
+        self.scores = _scores_once(row.scores)
+        self.partial_scores = _scores_once(row.partial_scores)
+        self.unreadable = row.unreadable or _EMPTY
+        self.shortfalls = row.shortfalls or ()
+        self.expected = _text(row.expected)
+        self.verdict = _text(row.verdict)
+        self.reply_change = row.reply_change
+        self.retest = row.retest
+        self.preference_leak = row.preference_leak
+        self.analysis_errors = row.analysis_errors or _EMPTY
+        self.injection_flags = row.injection_flags or ()
+        self.turn_personalization = _once(tuple(row.turn_personalization)) if row.turn_personalization else None
+        self.seconds = row.seconds
+        self.turns = row.turns
+        self.termination = _text(row.termination)
+        self.assistant = _text(row.assistant)
+        self.assistant_model = _text(row.assistant_model)
+        self.user_model = _text(row.user_model)
+        self.judge_model = _text(row.judge_model)
+        self.cassette = row.cassette
+        self.calls_split = _once(call_split(row))
+        self.judged_live = any(call.role == "judge" and not call.replayed for call in row.calls)
+
+    @property
+    def case_id(self) -> str:
+        return case_id(self.scenario_id, self.repeat)
+
+    @property
+    def scored(self) -> bool:
+        return self.status in ("passed", "failed") and self.scores is not None
+
+    def score(self, metric: str) -> Any:
+        return None if self.scores is None else getattr(self.scores, metric)
+
+    def measured(self, metric: str) -> Any:
+        if self.scored:
+            return self.score(metric)
+        return None if self.partial_scores is None else getattr(self.partial_scores, metric)
+
+
+def row_calls_split(row: Any) -> CallSplit:
+    """A row's or a digest's :data:`CallSplit`."""
+    found = getattr(row, "calls_split", None)
+    return found if found is not None else call_split(row)
+
+
+def judged_live(row: Any) -> bool:
+    """Whether a judge call of the row (or digest) ran live rather than from a cassette."""
+    found = getattr(row, "judged_live", None)
+    if isinstance(found, bool):
+        return found
+    return any(call.role == "judge" and not call.replayed for call in row.calls)

@@ -1,0 +1,84 @@
+"""The rows of a finished run, read from its results file without holding them: the end of a run keeps one
+:class:`~.digest.RowDigest` a case, and the outputs that show whole rows (report.json's rows, the HTML's
+dialogues, the recorded results) read them again from the file, one at a time.
+
+Which lines are the run's rows is decided once, by the rule of :func:`~.files.read_rows`: only the lines the
+run's writer wrote (when its digests are given), a torn last line skipped, and one row per case - the newest,
+in the order the cases first appear (:func:`~.files.dedupe_rows`). Memory: a file offset and a length per case (16 bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+import json
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..data.models import case_id
+from .digest import RowDigest
+from .files import canonical_case, finished_instant
+from .rows import ResultRow
+
+
+class RowSource:
+    """One row per case of a results file (see the module's text), as lines, rows or digests, as often as asked."""
+
+    def __init__(self, path: Path, *, written: set[bytes] | None = None) -> None:
+        self.path = path
+        self.written = written
+        #: where each case's row starts in the file and how long it is, in the order the cases first appear
+        self.starts, self.lengths = array("q"), array("q")
+        for start, length in self._spans():
+            self.starts.append(start)
+            self.lengths.append(length)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def _spans(self) -> Iterator[tuple[int, int]]:
+        best: dict[str, tuple[tuple[float, int], tuple[int, int]]] = {}
+        with open(self.path, "rb") as handle:
+            offset = 0
+            for position, data in enumerate(handle):
+                start, offset = offset, offset + len(data)
+                if not data.strip():
+                    continue
+                whole = data.endswith(b"\n")
+                if self.written is not None and _digest(data if whole else data + b"\n") not in self.written:
+                    continue
+                try:
+                    record = json.loads(data)
+                except ValueError:
+                    if whole:
+                        raise  # as read_rows: a broken whole line of this run's own file is not skipped silently
+                    continue  # the torn last line of a killed run
+                key = canonical_case(case_id(record["scenario_id"], record.get("repeat") or 1))
+                rank = (finished_instant(record.get("finished_at")), position)
+                if key not in best or rank > best[key][0]:
+                    best[key] = (rank, (start, len(data)))
+        return (span for _, span in best.values())
+
+    def lines(self) -> Iterator[str]:
+        """Each case's row as the JSON line the file holds (without its line break)."""
+        with open(self.path, "rb") as handle:
+            for start, length in zip(self.starts, self.lengths):
+                handle.seek(start)
+                yield handle.read(length).decode("utf-8").rstrip("\n")
+
+    def rows(self) -> Iterator[ResultRow]:
+        for line in self.lines():
+            yield ResultRow.model_validate_json(line)
+
+    def digests(self, *feeds: Callable[[ResultRow], object]) -> list[RowDigest]:
+        """Every case's digest; each whole row is handed to ``feeds`` on the way (running totals), in order."""
+        found = []
+        for row in self.rows():
+            for feed in feeds:
+                feed(row)
+            found.append(RowDigest(row))
+        return found
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
