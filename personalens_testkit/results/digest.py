@@ -3,7 +3,7 @@ changed scenarios or a JUnit case reads, and none of the dialogue, its calls or 
 
 A :class:`RowDigest` answers those reads exactly as its :class:`~.rows.ResultRow` does (the same values, the
 same objects for scores), so every aggregate computed from digests is the number computed from the rows, to
-the last digit. It weighs about 0.4 KB where its row weighs tens (a 20-turn dialogue and its 47 calls): the
+the last digit. It weighs about 0.2 KB where its row weighs tens (a 20-turn dialogue and its 47 calls): the
 controller of a 122,133-case run holds 122,133 digests, never the rows. What it leaves out - the transcript,
 the calls, the reasons - is read again from the results file by the outputs that show it
 (:mod:`personalens_testkit.results.source`).
@@ -51,45 +51,45 @@ def call_split(row: ResultRow) -> CallSplit:
     return tuple((role, replayed, live) for role, (replayed, live) in split.items())
 
 
+#: the fields that recur from row to row, kept once per distinct combination (``facts``)
+FACTS = ("run_id", "task_kind", "domains", "assistant", "assistant_model", "user_model", "judge_model", "termination",
+         "expected", "verdict")
+#: the fields most rows leave empty, kept together (``rare``: None when every one is empty)
+RARE = ("error", "partial_scores", "unreadable", "shortfalls", "reply_change", "retest", "preference_leak",
+        "analysis_errors", "injection_flags", "turn_personalization")
+_RARE_EMPTY = (None, None, _EMPTY, (), None, None, None, _EMPTY, (), None)
+
+
+def _field(group: str, position: int) -> property:
+    if group == "facts":
+        return property(lambda self: self.facts[position])
+    return property(lambda self: _RARE_EMPTY[position] if self.rare is None else self.rare[position])
+
+
 class RowDigest:
     """What is kept of one row (see the module's text). Read it as a ResultRow; it cannot be written back."""
 
-    __slots__ = ("run_id", "scenario_id", "repeat", "task_kind", "domains", "status", "error", "scores",
-                 "partial_scores", "unreadable", "shortfalls", "expected", "verdict", "reply_change", "retest",
-                 "preference_leak", "analysis_errors", "injection_flags", "turn_personalization", "seconds", "turns",
-                 "termination", "assistant", "assistant_model", "user_model", "judge_model", "cassette",
-                 "calls_split", "judged_live")
+    __slots__ = ("scenario_id", "repeat", "status", "scores", "seconds", "turns", "cassette", "calls_split",
+                 "judged_live", "facts", "rare")
 
     def __init__(self, row: ResultRow) -> None:
-        self.run_id = _text(row.run_id)
         self.scenario_id = row.scenario_id
         self.repeat = row.repeat
-        self.task_kind = _text(row.task_kind)
-        self.domains = _once(tuple(_text(d) for d in row.domains))
         self.status = _text(row.status)
-        self.error = row.error
         self.scores = _scores_once(row.scores)
-        self.partial_scores = _scores_once(row.partial_scores)
-        self.unreadable = row.unreadable or _EMPTY
-        self.shortfalls = row.shortfalls or ()
-        self.expected = _text(row.expected)
-        self.verdict = _text(row.verdict)
-        self.reply_change = row.reply_change
-        self.retest = row.retest
-        self.preference_leak = row.preference_leak
-        self.analysis_errors = row.analysis_errors or _EMPTY
-        self.injection_flags = row.injection_flags or ()
-        self.turn_personalization = _once(tuple(row.turn_personalization)) if row.turn_personalization else None
         self.seconds = row.seconds
         self.turns = row.turns
-        self.termination = _text(row.termination)
-        self.assistant = _text(row.assistant)
-        self.assistant_model = _text(row.assistant_model)
-        self.user_model = _text(row.user_model)
-        self.judge_model = _text(row.judge_model)
         self.cassette = row.cassette
         self.calls_split = _once(call_split(row))
         self.judged_live = any(call.role == "judge" and not call.replayed for call in row.calls)
+        self.facts = _once((_text(row.run_id), _text(row.task_kind), _once(tuple(_text(d) for d in row.domains)),
+                            _text(row.assistant), _text(row.assistant_model), _text(row.user_model),
+                            _text(row.judge_model), _text(row.termination), _text(row.expected), _text(row.verdict)))
+        rare = (row.error, _scores_once(row.partial_scores), row.unreadable or _EMPTY, tuple(row.shortfalls),
+                row.reply_change, row.retest, row.preference_leak, row.analysis_errors or _EMPTY,
+                tuple(row.injection_flags),
+                _once(tuple(row.turn_personalization)) if row.turn_personalization else None)
+        self.rare = None if rare == _RARE_EMPTY else rare
 
     @property
     def case_id(self) -> str:
@@ -106,6 +106,11 @@ class RowDigest:
         if self.scored:
             return self.score(metric)
         return None if self.partial_scores is None else getattr(self.partial_scores, metric)
+
+
+for _group, _names in (("facts", FACTS), ("rare", RARE)):
+    for _position, _name in enumerate(_names):
+        setattr(RowDigest, _name, _field(_group, _position))
 
 
 def row_calls_split(row: Any) -> CallSplit:
