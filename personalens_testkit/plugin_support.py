@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import re
+import warnings
 from pathlib import Path
 from typing import Any, Generator
 
@@ -87,13 +89,19 @@ def xdist_upcoming(session: pytest.Session) -> Any:
     return upcoming
 
 
+#: pytest-asyncio's warning, at start-up, that a project leaves its fixtures' loop scope unset
+ASYNCIO_SCOPE_UNSET = 'The configuration option "asyncio_default_fixture_loop_scope" is unset'
+
+
 def quiet_asyncio_default(config: pytest.Config) -> None:
-    """pytest-asyncio (a dependency's) warns in every project that does not set its loop scope; the suites use
-    no async fixture, so an unset scope gets the value it will default to (a project's own setting stays)."""
-    name = "asyncio_default_fixture_loop_scope"
-    with contextlib.suppress(ValueError, AttributeError, KeyError):
-        if not config.getini(name):
-            config._inicache[name] = "function"  # noqa: SLF001 - the only way to give an ini default to another plugin
+    """pytest-asyncio (a dependency's) warns in every project that does not set its fixtures' loop scope; the suites
+    use no async fixture, so that one warning is filtered out for this process (called before pytest-asyncio's
+    own configure hook: the filter is in place when it warns). A project's own setting, and every other warning,
+    stay as they are."""
+    with contextlib.suppress(ValueError, KeyError):  # ValueError: no pytest-asyncio in the environment
+        if not config.getini("asyncio_default_fixture_loop_scope"):
+            warnings.filterwarnings("ignore", message=re.escape(ASYNCIO_SCOPE_UNSET),
+                                    category=pytest.PytestDeprecationWarning)
 
 
 def runs_suites(config: pytest.Config, marker: str) -> bool:
