@@ -78,3 +78,17 @@ def test_the_html_report_renders_in_chromium(tmp_path):
     shot = tmp_path / "report.png"
     done = browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,1800")
     assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_the_page_template_escapes_what_it_is_given_and_keeps_the_sections_markup():
+    """The page is a template (report/assets/report.html.j2): a value from the run (a model name, a domain) is
+    escaped where it lands; the sections the module wrote stay markup."""
+    data = rows()
+    data[0]["domains"] = ['Movies"><script>alert(1)</script>']
+    report = build_report([ResultRow.model_validate(r) for r in data], Thresholds(),
+                          run={"run_id": "r&1", "judge_model": "<b>judge</b>", "assistant": "bot</title><i>"})
+    page = render_html(report)
+    assert "<script>alert(1)</script>" not in page and "<b>judge</b>" not in page and "</title><i>" not in page
+    assert "&lt;b&gt;judge&lt;/b&gt;" in page and "run r&amp;1;" in page
+    assert page.count("<details class='dialogue'") == 6 and "<table class='table3'>" in page
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</body></html>\n")

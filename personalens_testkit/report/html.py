@@ -7,6 +7,9 @@ baseline comparison, the paper's Table 3 with confidence intervals, per-domain b
 (Figure 4), score distributions, the turn-level personalization curve (Figure 5, when
 judged with ``--turn-level``), gates, the call ledger, and every dialogue with its scores
 and the judge's reasons, filterable by domain and verdict.
+
+The page itself is a template, ``assets/report.html.j2`` (Jinja2, escaping on), beside its styles and script;
+this module writes each section and hands it to the template as markup.
 """
 
 from __future__ import annotations
@@ -237,37 +240,35 @@ def render_html(report: RunReport) -> str:
     leak_html += (f"<p class='muted'>The leak check failed on {leak.failed} dialogue(s); their scores stand.</p>"
                   if leak and leak.failed else "")
     leak_html += retest_html(report)
-    counts = report.counts
-    options = "".join(f"<option value='{escape(d)}'>{escape(d)}</option>" for d in domains)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<style>{asset('report.css')}</style></head><body>
-<h1>{escape(title)}</h1>
-{verdict_html(report)}
-<p class="muted">run {escape(str(run.get('run_id', '')))}; user agent {escape(str(run.get('user_model', '')))}; judge
-{escape(str(run.get('judge_model', '')))}; {counts.get('cases', 0)} cases: {counts.get('passed', 0)} passed,
-{counts.get('failed', 0)} failed, {counts.get('error', 0)} errors; created {escape(report.created_at)}</p>
-{changes_html(report)}
-{checks_html(report)}{_comparison(report)}
-<h2>Summary (mean over scenarios [{report.confidence:.0%} CI])</h2>{_table(report)}
-<h2>Per domain</h2><div class="charts">{''.join(_domain_bars(report, m) for m in HEADLINE)}</div>
-<h2>Score distributions</h2><div class="charts">{''.join(_distribution(rows, m.name) for m in METRICS)}</div>
-<h2>Turn-level personalization</h2>{_turn_curves(report.turn_curves, report.turn_level_failed)}
-{_calibration(report)}
-<h2>Calls and tokens</h2><table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th><th>cost (live calls)</th></tr>{ledger}</table>
-{leak_html}
-<h2>Dialogues</h2>
-<div class="filters">domain <select id="f-domain" onchange="applyFilters()"><option value="all">all</option>{options}</select>
-verdict <select id="f-verdict" onchange="applyFilters()"><option value="all">all</option><option value="passed">passed</option>
-<option value="failed">failed</option><option value="error">error</option><option value="regression">regression</option>
-<option value="expected-failure">expected failure</option><option value="unexpected-pass">unexpected pass</option>
-<option value="not-scored">not scored</option><option value="reply-changed">reply changed</option></select><span id="f-count" class="muted"></span></div>
-{_dialogues(report)}
-<script type="application/json" id="report-data">{_json_for_script(report)}</script>
-<script>{asset('report.js')}</script>
-</body></html>
-"""
+    sections = {
+        "verdict": verdict_html(report), "changes": changes_html(report), "checks": checks_html(report),
+        "comparison": _comparison(report), "table": _table(report),
+        "domain_bars": "".join(_domain_bars(report, m) for m in HEADLINE),
+        "distributions": "".join(_distribution(rows, m.name) for m in METRICS),
+        "turn_curves": _turn_curves(report.turn_curves, report.turn_level_failed), "calibration": _calibration(report),
+        "ledger": ledger, "leaks": leak_html, "dialogues": _dialogues(report), "data": _json_for_script(report),
+        "css": asset("report.css"), "script": asset("report.js"),
+    }
+    return page().render(title=title, run={k: str(v) for k, v in run.items()}, counts=report.counts, domains=domains,
+                         created_at=report.created_at, confidence=f"{report.confidence:.0%}",
+                         **{name: markup(text) for name, text in sections.items()})
+
+
+@cache
+def page() -> Any:
+    """The page's template (``assets/report.html.j2``): the sections come already written, as markup; every other
+    value is escaped by the template."""
+    import jinja2  # loaded when a page is written, not with the plugin
+
+    environment = jinja2.Environment(autoescape=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    return environment.from_string(asset("report.html.j2"))
+
+
+def markup(text: str) -> Any:
+    """HTML that this module wrote (its own values escaped as it wrote them), for the template to take as it is."""
+    from markupsafe import Markup
+
+    return Markup(text)
 
 
 #: the most dialogues a page shows: beyond it, those that did not pass first (every transcript is in the results file)
