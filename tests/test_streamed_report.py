@@ -9,6 +9,8 @@ import json
 import random
 import re
 
+import pytest
+
 from personalens_testkit.costs.prices import load_prices
 from personalens_testkit.gating.compare import compare_rows
 from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds
@@ -133,3 +135,14 @@ def test_the_html_page_shows_a_bounded_number_of_dialogues_those_that_did_not_pa
     not_passed = sum(report.verdict.of(d.case_id, d.status) != "pass" for d in digests)
     assert len(shown) == 10 and not_passed >= 10 and "pass" not in shown
     assert f"{len(digests) - 10:,} more dialogues are not shown here" in page
+
+
+def test_a_results_file_rewritten_after_its_rows_were_chosen_is_never_shown_as_the_run(tmp_path):
+    path, written = _results(tmp_path, random.Random(3))
+    source = RowSource(path, written=written)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"personalization":', '"personalization": ', 1), encoding="utf-8")  # one byte more
+    from personalens_testkit.errors import StorageError
+
+    with pytest.raises(StorageError, match="changed while its rows were read"):
+        list(source.lines())

@@ -9,6 +9,7 @@ in the order the cases first appear (:func:`~.files.dedupe_rows`). Memory: a fil
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from array import array
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..data.models import case_id
+from ..errors import StorageError
 from .digest import RowDigest
 from .files import canonical_case, finished_instant
 from .rows import ResultRow
@@ -60,11 +62,17 @@ class RowSource:
         return (span for _, span in best.values())
 
     def lines(self) -> Iterator[str]:
-        """Each case's row as the JSON line the file holds (without its line break)."""
+        """Each case's row as the JSON line the file holds (without its line break). A line that is no longer one
+        the run wrote (something rewrote the file since) stops the reading: an output never shows another row."""
         with open(self.path, "rb") as handle:
             for start, length in zip(self.starts, self.lengths):
                 handle.seek(start)
-                yield handle.read(length).decode("utf-8").rstrip("\n")
+                data = handle.read(length)
+                whole = data if data.endswith(b"\n") else data + b"\n"
+                if self.written is not None and _digest(whole) not in self.written:
+                    changed = "the results file changed while its rows were read for the report"
+                    raise StorageError(self.path, OSError(errno.EIO, changed))
+                yield data.decode("utf-8").rstrip("\n")
 
     def rows(self) -> Iterator[ResultRow]:
         for line in self.lines():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..costs.prices import load_prices
 from ..errors import StorageError
+from ..results.digest import RowDigest
 from ..results.files import load_rows
 from ..results.rows import ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
@@ -85,7 +86,7 @@ class RunController:
         if reason is None and self.budget is not None:
             reason = self.budget.observe(line)
         if reason is None and self.early is not None:
-            reason = self.early.observe(ResultRow.model_validate_json(line))
+            reason = self.early.observe(RowDigest(ResultRow.model_validate_json(line)))  # kept until its tries are in
         return self._stop(reason) if reason is not None else None
 
     def _stop(self, reason: str) -> str | None:
