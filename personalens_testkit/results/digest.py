@@ -16,8 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from ..data.models import case_id
-from .rows import ResultRow
+from .rows import ReadsScores, ResultRow
 
 #: per role, calls answered by a cassette and called live: ``((role, replayed, live), ...)``
 CallSplit = tuple[tuple[str, int, int], ...]
@@ -66,7 +65,7 @@ def _field(group: str, position: int) -> property:
     return property(lambda self: _RARE_EMPTY[position] if self.rare is None else self.rare[position])
 
 
-class RowDigest:
+class RowDigest(ReadsScores):
     """What is kept of one row (see the module's text). Read it as a ResultRow; it cannot be written back."""
 
     __slots__ = ("scenario_id", "repeat", "status", "scores", "seconds", "turns", "cassette", "calls_split",
@@ -90,22 +89,6 @@ class RowDigest:
                 tuple(row.injection_flags),
                 _once(tuple(row.turn_personalization)) if row.turn_personalization else None)
         self.rare = None if rare == _RARE_EMPTY else rare
-
-    @property
-    def case_id(self) -> str:
-        return case_id(self.scenario_id, self.repeat)
-
-    @property
-    def scored(self) -> bool:
-        return self.status in ("passed", "failed") and self.scores is not None
-
-    def score(self, metric: str) -> Any:
-        return None if self.scores is None else getattr(self.scores, metric)
-
-    def measured(self, metric: str) -> Any:
-        if self.scored:
-            return self.score(metric)
-        return None if self.partial_scores is None else getattr(self.partial_scores, metric)
 
 
 for _group, _names in (("facts", FACTS), ("rare", RARE)):

@@ -102,7 +102,35 @@ class ReplyChangeRow(_Part):
     reply: str
 
 
-class ResultRow(_Part):
+class ReadsScores:
+    """How a row's scores are read, for a :class:`ResultRow` and for its digest alike
+    (:class:`~.digest.RowDigest`): its case, whether it is scored, a metric's score and the score a figure counts."""
+
+    __slots__ = ()  # reads ``scenario_id``, ``repeat``, ``status``, ``scores`` and ``partial_scores``
+
+    @property
+    def case_id(self) -> str:
+        """The scenario id, with ``-r<N>`` for the N-th try of a repeated scenario."""
+        return case_id(self.scenario_id, self.repeat)
+
+    @property
+    def scored(self) -> bool:
+        """A case that has scores: passed or failed (never an error)."""
+        return self.status in ("passed", "failed") and self.scores is not None
+
+    def score(self, metric: str) -> Any:
+        """A metric's score (``None`` for a case without scores)."""
+        return None if self.scores is None else getattr(self.scores, metric)
+
+    def measured(self, metric: str) -> Any:
+        """The metric's score as a figure counts it: a scored case's, or a readable dimension of a case whose judge
+        answered other dimensions unreadably (the paper's counting: missing for that dimension only); else None."""
+        if self.scored:
+            return self.score(metric)
+        return None if self.partial_scores is None else getattr(self.partial_scores, metric)
+
+
+class ResultRow(ReadsScores, _Part):
     schema_version: int = 1
     run_id: str = ""
     scenario_id: str
@@ -171,11 +199,6 @@ class ResultRow(_Part):
                       self.error.kind if self.error else None)
         return self
 
-    @property
-    def case_id(self) -> str:
-        """The scenario id, with ``-r<N>`` for the N-th try of a repeated scenario."""
-        return case_id(self.scenario_id, self.repeat)
-
     def usage_by_role(self) -> dict[str, list[int]]:
         """[calls, prompt, completion, cache-read, cache-write tokens] per role: from the calls, or the kept usage."""
         if not self.calls:
@@ -187,22 +210,6 @@ class ResultRow(_Part):
                                        call.cache_write_tokens)):
                 entry[i] += value or 0
         return found
-
-    @property
-    def scored(self) -> bool:
-        """A case that has scores: passed or failed (never an error)."""
-        return self.status in ("passed", "failed") and self.scores is not None
-
-    def score(self, metric: str) -> Any:
-        """A metric's score (``None`` for a case without scores)."""
-        return None if self.scores is None else getattr(self.scores, metric)
-
-    def measured(self, metric: str) -> Any:
-        """The metric's score as a figure counts it: a scored case's, or a readable dimension of a case whose judge
-        answered other dimensions unreadably (the paper's counting: missing for that dimension only); else None."""
-        if self.scored:
-            return self.score(metric)
-        return None if self.partial_scores is None else getattr(self.partial_scores, metric)
 
 
 def build_row(
