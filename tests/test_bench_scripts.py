@@ -30,6 +30,13 @@ def test_report_memory_bench_small():
     assert "whole rows in memory (before): peak RSS" in out
 
 
+def test_full_replay_bench_small(tmp_path):
+    out = bench("bench/full_replay.py", "--profiles", "60", "--sample-scenarios", "8", "--dir", str(tmp_path))
+    found = re.search(r"replay of the full-size dataset: exit status 0, ([\d,]+) passed, ([\d,]+) rows", out)
+    assert found and found.group(1) == found.group(2) != "0", out[-2000:]
+    assert "the command: 1 process, peak RSS" in out and "xdist worker: 2 processes" in out
+
+
 def test_live_concurrency_bench_small():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
     assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out
