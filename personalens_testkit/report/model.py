@@ -9,7 +9,6 @@ run and ``personalens report RESULTS`` are the same.
 from __future__ import annotations
 
 import math
-from functools import partial
 from collections import defaultdict
 from datetime import datetime, timezone
 from statistics import mean, pvariance
@@ -18,7 +17,6 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 from pydantic import BaseModel, PrivateAttr
 
 from ..calibration.report import CalibrationReport
-from ..callsite import ROLES
 from ..costs.prices import PriceTable, load_prices
 from ..costs.spend import CostLedger, CostTally, cost_ledger
 from ..gating.aggregate import GateResult, GroupSummary, evaluate_gates, summarise

@@ -73,7 +73,7 @@ class ResultsWriter:
         self.open()
         assert self._file is not None
         data = (line + "\n").encode("utf-8")
-        self.written.add(hashlib.blake2b(data, digest_size=16).digest())
+        self.written.add(line_digest(data))
         end = self._file.tell()
         try:
             view = memoryview(data)
@@ -120,13 +120,13 @@ def read_rows(path: Path, *, written: set[bytes] | None = None) -> list[ResultRo
     with open(path, encoding="utf-8") as handle:
         lines = _whole_lines(handle)
         if written is not None:
-            lines = (line for line in lines if _digest(line) in written)
+            lines = (line for line in lines if line_digest(line.encode("utf-8")) in written)
         return dedupe_rows(ResultRow.model_validate_json(line) for line in lines)
 
 
-def _digest(line: str) -> bytes:
-    text = line if line.endswith("\n") else line + "\n"
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+def line_digest(data: bytes) -> bytes:
+    """What :attr:`ResultsWriter.written` keeps of a line it wrote (its bytes, ended by a line break)."""
+    return hashlib.blake2b(data if data.endswith(b"\n") else data + b"\n", digest_size=16).digest()
 
 
 def _whole_lines(lines: Iterable[str]) -> Iterator[str]:

@@ -10,16 +10,15 @@ in the order the cases first appear (:func:`~.files.dedupe_rows`). Memory: a fil
 from __future__ import annotations
 
 import errno
-import hashlib
-from array import array
 import json
+from array import array
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ..data.models import case_id
 from ..errors import StorageError
 from .digest import RowDigest
-from .files import canonical_case, finished_instant
+from .files import canonical_case, finished_instant, line_digest
 from .rows import ResultRow
 
 
@@ -47,7 +46,7 @@ class RowSource:
                 if not data.strip():
                     continue
                 whole = data.endswith(b"\n")
-                if self.written is not None and _digest(data if whole else data + b"\n") not in self.written:
+                if self.written is not None and line_digest(data) not in self.written:
                     continue
                 try:
                     record = json.loads(data)
@@ -68,8 +67,7 @@ class RowSource:
             for start, length in zip(self.starts, self.lengths):
                 handle.seek(start)
                 data = handle.read(length)
-                whole = data if data.endswith(b"\n") else data + b"\n"
-                if self.written is not None and _digest(whole) not in self.written:
+                if self.written is not None and line_digest(data) not in self.written:
                     changed = "the results file changed while its rows were read for the report"
                     raise StorageError(self.path, OSError(errno.EIO, changed))
                 yield data.decode("utf-8").rstrip("\n")
@@ -86,7 +84,3 @@ class RowSource:
                 feed(row)
             found.append(RowDigest(row))
         return found
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
