@@ -21,21 +21,20 @@ from .rows import ReadsScores, ResultRow
 #: per role, calls answered by a cassette and called live: ``((role, replayed, live), ...)``
 CallSplit = tuple[tuple[str, int, int], ...]
 _EMPTY: dict[str, str] = {}
-_shared: dict[Any, Any] = {}
 
 
-def _once(value: Any) -> Any:
-    """One object for equal values (hashable ones): a score sheet or a tuple kept once, however many rows hold it."""
+def _once(value: Any, shared: dict[Any, Any]) -> Any:
+    """One object for equal values (hashable ones) among the digests that share ``shared``: a tuple kept once,
+    however many rows hold it."""
     if value is None:
         return None
-    return _shared.setdefault(value, value)
+    return shared.setdefault(value, value)
 
 
-def _scores_once(scores: Any) -> Any:
+def _scores_once(scores: Any, shared: dict[Any, Any]) -> Any:
     if scores is None:
         return None
-    key = ("scores", type(scores), tuple(scores.model_dump().items()))
-    return _shared.setdefault(key, scores)
+    return shared.setdefault(("scores", type(scores), tuple(scores.model_dump().items())), scores)
 
 
 def _text(value: Optional[str]) -> Optional[str]:
@@ -48,6 +47,10 @@ def call_split(row: ResultRow) -> CallSplit:
     for call in row.calls:
         split.setdefault(call.role, [0, 0])[0 if call.replayed else 1] += 1
     return tuple((role, replayed, live) for role, (replayed, live) in split.items())
+
+
+def _live_judge(row: ResultRow) -> bool:
+    return any(call.role == "judge" and not call.replayed for call in row.calls)
 
 
 #: the fields that recur from row to row, kept once per distinct combination (``facts``)
@@ -71,23 +74,28 @@ class RowDigest(ReadsScores):
     __slots__ = ("scenario_id", "repeat", "status", "scores", "seconds", "turns", "cassette", "calls_split",
                  "judged_live", "facts", "rare")
 
-    def __init__(self, row: ResultRow) -> None:
+    def __init__(self, row: ResultRow, shared: dict[Any, Any] | None = None) -> None:
+        """``shared``: where equal values are kept once, for the digests of one run
+        (:meth:`~.source.RowSource.digests`); none: nothing is shared."""
+        shared = {} if shared is None else shared
         self.scenario_id = row.scenario_id
         self.repeat = row.repeat
         self.status = _text(row.status)
-        self.scores = _scores_once(row.scores)
+        self.scores = _scores_once(row.scores, shared)
         self.seconds = row.seconds
         self.turns = row.turns
         self.cassette = row.cassette
-        self.calls_split = _once(call_split(row))
-        self.judged_live = any(call.role == "judge" and not call.replayed for call in row.calls)
-        self.facts = _once((_text(row.run_id), _text(row.task_kind), _once(tuple(_text(d) for d in row.domains)),
-                            _text(row.assistant), _text(row.assistant_model), _text(row.user_model),
-                            _text(row.judge_model), _text(row.termination), _text(row.expected), _text(row.verdict)))
-        rare = (row.error, _scores_once(row.partial_scores), row.unreadable or _EMPTY, tuple(row.shortfalls),
+        self.calls_split = _once(call_split(row), shared)
+        self.judged_live = _live_judge(row)
+        domains = _once(tuple(_text(d) for d in row.domains), shared)
+        facts = (_text(row.run_id), _text(row.task_kind), domains, _text(row.assistant), _text(row.assistant_model),
+                 _text(row.user_model), _text(row.judge_model), _text(row.termination), _text(row.expected),
+                 _text(row.verdict))
+        self.facts = _once(facts, shared)
+        rare = (row.error, _scores_once(row.partial_scores, shared), row.unreadable or _EMPTY, tuple(row.shortfalls),
                 row.reply_change, row.retest, row.preference_leak, row.analysis_errors or _EMPTY,
                 tuple(row.injection_flags),
-                _once(tuple(row.turn_personalization)) if row.turn_personalization else None)
+                _once(tuple(row.turn_personalization), shared) if row.turn_personalization else None)
         self.rare = None if rare == _RARE_EMPTY else rare
 
 
@@ -105,6 +113,4 @@ def row_calls_split(row: Any) -> CallSplit:
 def judged_live(row: Any) -> bool:
     """Whether a judge call of the row (or digest) ran live rather than from a cassette."""
     found = getattr(row, "judged_live", None)
-    if isinstance(found, bool):
-        return found
-    return any(call.role == "judge" and not call.replayed for call in row.calls)
+    return found if isinstance(found, bool) else _live_judge(row)

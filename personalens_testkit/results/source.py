@@ -78,9 +78,9 @@ class RowSource:
 
     def digests(self, *feeds: Callable[[ResultRow], object]) -> list[RowDigest]:
         """Every case's digest; each whole row is handed to ``feeds`` on the way (running totals), in order."""
-        found = []
+        found, shared = [], {}  # equal values kept once among this run's digests
         for row in self.rows():
             for feed in feeds:
                 feed(row)
-            found.append(RowDigest(row))
+            found.append(RowDigest(row, shared))
         return found
