@@ -279,13 +279,11 @@ def _dialogues(report: RunReport) -> str:
     """The dialogues, read from the whole rows one at a time; over :data:`DIALOGUES_SHOWN` cases, the cases that
     did not pass come first, then the others in row order, and a line says how many are left out and where."""
     rows = report.rows
-    shown: set[str] | None = None
+    shown: list[int] | None = None  # positions in the rows, in row order (only these rows are read again)
     if len(rows) > DIALOGUES_SHOWN:
         verdicts = [report.verdict.of(r.case_id, r.status) for r in rows]
-        order = sorted(range(len(rows)), key=lambda i: (verdicts[i] == "pass", i))[:DIALOGUES_SHOWN]
-        shown = {rows[i].case_id for i in order}
-    parts = [_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in report.whole_rows()
-             if shown is None or r.case_id in shown]
+        shown = sorted(sorted(range(len(rows)), key=lambda i: (verdicts[i] == "pass", i))[:DIALOGUES_SHOWN])
+    parts = [_dialogue(r, report.verdict.of(r.case_id, r.status)) for r in report.whole_rows(shown)]
     if shown is not None:
         parts.append(f"<p class='muted'>{len(rows) - len(shown):,} more dialogues are not shown here (this page shows "
                      f"{DIALOGUES_SHOWN:,}, those that did not pass first): every transcript is in the run's results "

@@ -120,9 +120,12 @@ class RunReport(BaseModel):
         """Whether the whole rows are read from the results file (:attr:`rows` holds digests)."""
         return self._source is not None
 
-    def whole_rows(self) -> Iterator[ResultRow]:
-        """Every case's whole row (dialogue, calls, reasons), one at a time."""
-        return self._source.rows() if self._source is not None else iter(self.rows)
+    def whole_rows(self, positions: Sequence[int] | None = None) -> Iterator[ResultRow]:
+        """Every case's whole row (dialogue, calls, reasons), one at a time; with ``positions`` (ascending indices
+        into :attr:`rows`), only those rows - the others are not read."""
+        if self._source is not None:
+            return self._source.rows(positions)
+        return iter(self.rows) if positions is None else (self.rows[i] for i in positions)
 
     def row_lines(self) -> Iterator[str]:
         """Every case's row as one line of JSON."""

@@ -13,7 +13,7 @@ import errno
 import json
 from array import array
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from ..data.models import case_id
 from ..errors import StorageError
@@ -60,11 +60,14 @@ class RowSource:
                     best[key] = (rank, (start, len(data)))
         return (span for _, span in best.values())
 
-    def lines(self) -> Iterator[str]:
-        """Each case's row as the JSON line the file holds (without its line break). A line that is no longer one
-        the run wrote (something rewrote the file since) stops the reading: an output never shows another row."""
+    def lines(self, positions: Sequence[int] | None = None) -> Iterator[str]:
+        """Each case's row as the JSON line the file holds (without its line break); with ``positions``, only the
+        rows at those indices, in that order. A line that is no longer one the run wrote (something rewrote the file
+        since) stops the reading: an output never shows another row."""
+        chosen = range(len(self.starts)) if positions is None else positions
         with open(self.path, "rb") as handle:
-            for start, length in zip(self.starts, self.lengths):
+            for index in chosen:
+                start, length = self.starts[index], self.lengths[index]
                 handle.seek(start)
                 data = handle.read(length)
                 if self.written is not None and line_digest(data) not in self.written:
@@ -72,8 +75,8 @@ class RowSource:
                     raise StorageError(self.path, OSError(errno.EIO, changed))
                 yield data.decode("utf-8").rstrip("\n")
 
-    def rows(self) -> Iterator[ResultRow]:
-        for line in self.lines():
+    def rows(self, positions: Sequence[int] | None = None) -> Iterator[ResultRow]:
+        for line in self.lines(positions):
             yield ResultRow.model_validate_json(line)
 
     def digests(self, *feeds: Callable[[ResultRow], object]) -> list[RowDigest]:
