@@ -2,6 +2,10 @@
 
 Scores keep these scales everywhere (results, reports, thresholds); any 0-1
 normalisation happens only inside the deepeval adapter.
+
+A judge dimension is one row of :data:`METRICS` and its prompt template (``prompts/<prompt>.txt``): the
+judge asks every row, in this order (:mod:`personalens_testkit.agents.judge`); the results' ``Scores``, the
+thresholds' floors, every report's columns, figures and distributions, and the retest read the same rows.
 """
 
 from __future__ import annotations
@@ -24,18 +28,26 @@ class Metric:
     side: Literal["dialogue", "user", "assistant"]
     #: its column title in the paper's tables
     short: str
+    #: the prompt template that asks the judge for it (``prompts/<prompt>.txt``; it may use ``$goal``, ``$scale``
+    #: - the personalization rubric with everything known about the user - and ``$side``)
+    prompt: str
 
     @property
     def python_type(self) -> type:
         return bool if self.kind == "bool" else int
 
 
-TASK_COMPLETION = Metric("task_completion", "Task completion", 0, 1, "bool", "dialogue", "TCR")
-PERSONALIZATION = Metric("personalization", "Personalization", 1, 4, "int", "dialogue", "P")
-NATURALNESS_USER = Metric("naturalness_user", "Naturalness (user)", 1, 5, "int", "user", "Nat.(U)")
-NATURALNESS_ASSISTANT = Metric("naturalness_assistant", "Naturalness (assistant)", 1, 5, "int", "assistant", "Nat.")
-COHERENCE_USER = Metric("coherence_user", "Coherence (user)", 1, 5, "int", "user", "Coh.(U)")
-COHERENCE_ASSISTANT = Metric("coherence_assistant", "Coherence (assistant)", 1, 5, "int", "assistant", "Coh.")
+TASK_COMPLETION = Metric("task_completion", "Task completion", 0, 1, "bool", "dialogue", "TCR",
+                         "judge_task_completion")
+PERSONALIZATION = Metric("personalization", "Personalization", 1, 4, "int", "dialogue", "P", "judge_personalization")
+NATURALNESS_USER = Metric("naturalness_user", "Naturalness (user)", 1, 5, "int", "user", "Nat.(U)",
+                          "judge_naturalness")
+NATURALNESS_ASSISTANT = Metric("naturalness_assistant", "Naturalness (assistant)", 1, 5, "int", "assistant", "Nat.",
+                               "judge_naturalness")
+COHERENCE_USER = Metric("coherence_user", "Coherence (user)", 1, 5, "int", "user", "Coh.(U)",
+                        "judge_coherence")
+COHERENCE_ASSISTANT = Metric("coherence_assistant", "Coherence (assistant)", 1, 5, "int", "assistant", "Coh.",
+                             "judge_coherence")
 
 METRICS: tuple[Metric, ...] = (
     TASK_COMPLETION, PERSONALIZATION, NATURALNESS_USER, NATURALNESS_ASSISTANT, COHERENCE_USER, COHERENCE_ASSISTANT,

@@ -14,11 +14,13 @@ never a guessed, first-found, last-found or default score.
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from ..errors import JudgeAnswerError, dotted
+from ..scales import METRICS, PERSONALIZATION, Metric
 from .answer_grammar import GrammarError, Shape, payload
 
 
@@ -29,8 +31,18 @@ def _text(value: Any) -> str:
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    #: the key that holds the answer itself
+    #: the key that holds the answer itself, and the one that holds the judge's reason for it
     KEY: ClassVar[str] = "score"
+    REASON: ClassVar[str] = "justification"
+
+    @property
+    def value(self) -> Any:
+        """The answer itself: the score, or the verdict."""
+        return getattr(self, self.KEY)
+
+    @property
+    def reason(self) -> str:
+        return getattr(self, self.REASON)
 
     @field_validator("explanation", "justification", mode="before", check_fields=False)
     @classmethod
@@ -62,6 +74,7 @@ def _jsonable(value: Any) -> bool:
 
 class TaskCompletionAnswer(_Answer):
     KEY: ClassVar[str] = "verdict"
+    REASON: ClassVar[str] = "explanation"
 
     verdict: bool
     explanation: str = ""
@@ -87,6 +100,9 @@ class PersonalizationAnswer(_Answer):
 
 
 class RatingAnswer(_Answer):
+    #: the top of its scale (a dimension rated on another scale has a model of its own: :func:`rating_answer`)
+    TOP: ClassVar[int] = 5
+
     score: Literal[1, 2, 3, 4, 5]
     justification: str = ""
 
@@ -136,6 +152,28 @@ SCHEMAS: dict[type[_Answer], dict[str, Any]] = {
 }
 
 
+@cache
+def rating_answer(low: int, high: int) -> type[RatingAnswer]:
+    """The answer of a dimension rated from ``low`` to ``high`` (the benchmark's ratings are 1-5: :class:`RatingAnswer`)."""
+    if (low, high) == (1, 5):
+        return RatingAnswer
+    levels = tuple(range(low, high + 1))
+    model = create_model(f"RatingAnswer{low}to{high}", __base__=RatingAnswer, score=(Literal[levels], ...))
+    model.TOP = high
+    SCHEMAS[model] = _strict_schema({"score": {"type": "integer", "enum": list(levels)}, "justification": _TEXT})
+    return model
+
+
+def answer_model(metric: Metric) -> type[_Answer]:
+    """How the judge answers for ``metric``: a verdict, the personalization answer (with its observations and
+    suggestions), or a rating on the metric's scale."""
+    if metric.kind == "bool":
+        return TaskCompletionAnswer
+    if metric.name == PERSONALIZATION.name:
+        return PersonalizationAnswer
+    return rating_answer(metric.low, metric.high)
+
+
 def turn_scores_schema(turns: int) -> dict[str, Any]:
     """The schema of a turn-level answer for a dialogue of ``turns`` assistant replies: exactly that many scores."""
     schema = json.loads(json.dumps(SCHEMAS[TurnScoresAnswer]))
@@ -171,9 +209,14 @@ def _shape(model: type[_Answer], dimension: str) -> Shape:
     if model is PersonalizationAnswer:
         return Shape(key="score", names=frozenset({"personalization", "personalisation"}), top=4,
                      level_scale="personalization")
-    rated = {"naturalness", "coherence"}
+    rated = _RATED_WORDS
     word = dimension.replace("_", " ").split()[0].lower() if dimension.strip() else ""
-    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=5, level_scale=word)
+    top = model.TOP if issubclass(model, RatingAnswer) else 5
+    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=top, level_scale=word)
+
+
+#: the names a rating's label may carry (``Naturalness Score: 4``): the first word of each rated dimension's name
+_RATED_WORDS = frozenset(m.name.split("_")[0] for m in METRICS if m.kind == "int" and m.name != PERSONALIZATION.name)
 
 
 def _validated(candidate: dict[str, Any], model: type[A], dimension: str, raw: str) -> A:

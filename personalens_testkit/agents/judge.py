@@ -21,28 +21,24 @@ from pydantic import BaseModel
 from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
 from ..timebox import DaemonPool
-from ..scales import (
-    COHERENCE_ASSISTANT, COHERENCE_USER, METRICS, NATURALNESS_ASSISTANT, NATURALNESS_USER, PERSONALIZATION,
-    TASK_COMPLETION, Metric, Scores,
-)
+from ..scales import METRIC_NAMES, METRICS, PERSONALIZATION, TASK_COMPLETION, Metric, Scores
 from ..errors import JudgeAnswerError
 from .answers import (
-    SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, parse_answer, turn_scores_schema,
+    SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, answer_model, parse_answer,
+    turn_scores_schema,
 )
 from .calls import CallLog
 from .injection import neutralise
-from ..prompts.render import bullet_pairs, dialogue_block, fill, interactions_block, preferences_block, situation_block
+from ..prompts.render import (
+    bullet_pairs, dialogue_block, fill, interactions_block, preferences_block, situation_block, template,
+)
 
 JUDGE_TEMPERATURE = 0.0
 #: the paper's answer budget for its judge
 JUDGE_MAX_TOKENS = 4000
-RATED_SIDES: tuple[tuple[Metric, str], ...] = (
-    (NATURALNESS_USER, "judge_naturalness"), (NATURALNESS_ASSISTANT, "judge_naturalness"),
-    (COHERENCE_USER, "judge_coherence"), (COHERENCE_ASSISTANT, "judge_coherence"),
-)
-_RATING_TEMPLATES = {metric.name: template for metric, template in RATED_SIDES}
-#: the order of a dialogue's judge calls (and of their entries in the call log)
-JUDGED_ORDER = (TASK_COMPLETION.name, PERSONALIZATION.name, *(metric.name for metric, _ in RATED_SIDES))
+#: the order of a dialogue's judge calls (and of their entries in the call log): every dimension of
+#: :data:`~personalens_testkit.scales.METRICS`, in its order
+JUDGED_ORDER = METRIC_NAMES
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -75,18 +71,22 @@ class Judge:
     #: call per assistant reply); the choices are the ``turn_level_method`` setting's
     turn_method: str = "chain"
 
+    def ask(self, metric: Metric, ctx: ScenarioContext | None, messages: Sequence[Message], log: CallLog, *,
+            label: str | None = None, turn: int = 0) -> Any:
+        """One dimension's answer (:func:`~.answers.answer_model`): its prompt template, filled with what it uses,
+        after the conversation."""
+        return self._ask(messages, metric, answer_model(metric), rubric(metric, ctx), log, label=label, turn=turn)
+
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
-        rubric = fill("judge_task_completion", goal=ctx.goal)
-        return self._ask(messages, TASK_COMPLETION, TaskCompletionAnswer, rubric, log)
+        return self.ask(TASK_COMPLETION, ctx, messages, log)
 
     def personalization(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *,
                         label: str | None = None, turn: int = 0) -> PersonalizationAnswer:
-        rubric = fill("judge_personalization", scale=personalization_scale(ctx))
-        return self._ask(messages, PERSONALIZATION, PersonalizationAnswer, rubric, log, label=label, turn=turn)
+        return self.ask(PERSONALIZATION, ctx, messages, log, label=label, turn=turn)
 
     def rating(self, metric: Metric, messages: Sequence[Message], log: CallLog) -> RatingAnswer:
-        rubric = fill(_RATING_TEMPLATES[metric.name], side=metric.side.upper())
-        return self._ask(messages, metric, RatingAnswer, rubric, log)
+        """A rated side (naturalness, coherence): its prompt reads nothing of the scenario."""
+        return self.ask(metric, None, messages, log)
 
     def judge(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> Verdict:
         """The six scores. The judge reads the dialogue with assistant text addressed to it removed
@@ -94,17 +94,13 @@ class Judge:
         any answer is unreadable, the first unreadable one's :class:`JudgeAnswerError` is raised with the readable ones attached
         (its ``partial``)."""
         messages = neutralise(messages)
-        asks: list[Callable[[], Any]] = [
-            lambda: self.task_completion(ctx, messages, log), lambda: self.personalization(ctx, messages, log),
-            *[(lambda metric=metric: self.rating(metric, messages, log)) for metric, _ in RATED_SIDES],
-        ]
+        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log) for metric in METRICS]
         answers = dict(zip(JUDGED_ORDER, self._all(asks, log)))
         failed = {name: a for name, a in answers.items() if isinstance(a, JudgeAnswerError)}
         read = {name: a for name, a in answers.items() if name not in failed}
         pers = read.get(PERSONALIZATION.name)
-        reasons = {name: a.explanation if name == TASK_COMPLETION.name else a.justification for name, a in read.items()}
-        scores = Scores(**{name: None if name in failed else (a.verdict if name == TASK_COMPLETION.name else a.score)
-                           for name, a in answers.items()})
+        reasons = {name: a.reason for name, a in read.items()}
+        scores = Scores(**{name: None if name in failed else a.value for name, a in answers.items()})
         verdict = Verdict(scores=scores, reasons=reasons, observations=pers.observations if pers else [],
                           suggestions=pers.suggestions if pers else [],
                           unreadable={name: str(exc) for name, exc in failed.items()})
@@ -182,6 +178,26 @@ class Judge:
         )
         response = log.chat(self.model, request, role="judge", label=label or metric.name, turn=turn)
         return parse_answer(response.text, answer, label or metric.name)
+
+
+#: what a dimension's prompt template may use, each made only when its template uses it
+_PROMPT_VALUES: dict[str, Callable[[Metric, ScenarioContext], str]] = {
+    "goal": lambda metric, ctx: ctx.goal,
+    "scale": lambda metric, ctx: personalization_scale(ctx),
+    "side": lambda metric, ctx: metric.side.upper(),
+}
+
+
+def rubric(metric: Metric, ctx: ScenarioContext | None) -> str:
+    """``metric``'s prompt template filled (:attr:`~personalens_testkit.scales.Metric.prompt`); ``ctx`` may be None
+    for a template that reads nothing of the scenario."""
+    wanted = template(metric.prompt).get_identifiers()
+    unknown = sorted(set(wanted) - set(_PROMPT_VALUES))
+    if unknown:
+        raise ValueError(f"prompt template {metric.prompt}.txt uses ${unknown[0]}: a judge prompt may use "
+                         f"{', '.join('$' + name for name in _PROMPT_VALUES)}")
+    return fill(metric.prompt, **{name: make(metric, ctx) for name, make in _PROMPT_VALUES.items()  # type: ignore[arg-type]
+                                  if name in wanted})
 
 
 def judge_demographics_block(ctx: ScenarioContext) -> str:
