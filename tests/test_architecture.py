@@ -29,7 +29,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "report calibration",
     "settings",
     "run gate integrations",
-    "plugin plugin_support plugin_progress plugin_reports scheduling cli",
+    "plugin cli",
 ))
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 #: what may be bigger than the guide (about 300 lines a module, 15 methods a class, 60 lines a function), and why
@@ -152,3 +152,23 @@ def test_loading_the_plugin_leaves_what_a_case_needs_for_later():
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "", f"loaded with the plugin: {done.stdout.strip()}"
 
+
+
+def test_the_pytest_glue_says_what_it_hooks_and_reads_no_private_attribute():
+    """Each module of the plugin package names, in its docstring, every hook it implements; none reads another
+    object's private attribute, and xdist's worker queue is read in one module, which says why."""
+    unnamed, private, queue_readers = [], [], set()
+    for module, tree in modules().items():
+        if not module.startswith("personalens_testkit.plugin."):
+            continue
+        doc = ast.get_docstring(tree) or ""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("pytest_") and f"``{node.name}``" not in doc:
+                unnamed.append(f"{module}.{node.name}")
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                    private.append(f"{module}: .{node.attr}")
+            if isinstance(node, ast.Attribute) and node.attr in ("torun", "nextitem_index"):
+                queue_readers.add(module)
+    assert unnamed == [] and private == []
+    assert queue_readers == {"personalens_testkit.plugin.xdist_queue"}

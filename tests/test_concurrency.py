@@ -106,6 +106,21 @@ def test_xdist_workers_each_evaluate_their_own_queue_concurrently(pytester, monk
     assert len(recorded) == outcomes["passed"]
 
 
+def test_a_work_stealing_run_evaluates_no_case_ahead_and_writes_each_once(pytester, monkeypatch):
+    """--dist worksteal takes queued cases back from a worker: the worker's queue is not read
+    (plugin/xdist_queue.worker_queue gives None), each case is evaluated when pytest runs it, a row each."""
+    suite_project(pytester)
+    with FakeLLM(Script(terminate_after=2, echo_task=True)) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        result = pytester.runpytest_subprocess(*SPECS, *SELECTION, "--record-mode", "all", "-n", "2", "--dist",
+                                               "worksteal", "--concurrency", "4", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 12 and set(outcomes) <= {"passed", "deselected"}, result.stdout.str()[-2000:]
+    recorded = rows(pytester)
+    assert sorted(r["scenario_id"] for r in recorded) == sorted({r["scenario_id"] for r in recorded})
+    assert len(recorded) == outcomes["passed"]
+
+
 class _Worker:
     """What an xdist scheduler sees of a worker."""
 
@@ -124,7 +139,7 @@ class _Worker:
 def test_the_lanes_scheduler_keeps_each_workers_queue_as_deep_as_its_lanes(pytester):
     from xdist.scheduler import LoadScheduling
 
-    from personalens_testkit.scheduling import LanesScheduling
+    from personalens_testkit.plugin.xdist_queue import LanesScheduling
 
     config = pytester.parseconfig("--tx", "2*popen")
 

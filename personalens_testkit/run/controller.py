@@ -3,7 +3,7 @@ that ran it; and, in the controlling process alone, writing every row and decidi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from ..costs.prices import load_prices
 from ..errors import StorageError
@@ -21,11 +21,23 @@ if TYPE_CHECKING:
     from ..evaluation import Evaluation
 
 
+class CaseRow(NamedTuple):
+    """A case's row as the process that ran it hands it on (an xdist worker sends it to the controller)."""
+
+    #: the row, one line of JSON with secrets replaced
+    line: str
+    #: its error (what the circuit breaker reads), or None
+    error: dict[str, Any] | None
+    #: whether the row is a stand-in for one that could not be built
+    stand_in: bool
+    #: the case's scenario, and what the progress display shows of it (its verdict, else its status)
+    scenario_id: str
+    shown: str
+
+
 def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[Any] = (), *,
-             expected: str | None = None, verdict: str | None = None) -> tuple[str, dict[str, Any] | None, bool]:
-    """A case's row as one line of JSON with secrets replaced (an xdist worker sends it as one string), its
-    error (what the circuit breaker reads), and whether the row is a stand-in for one that could not be built.
-    ``found``: the floors the case's own check found it missed."""
+             expected: str | None = None, verdict: str | None = None) -> CaseRow:
+    """A case's row (:class:`CaseRow`). ``found``: the floors the case's own check found it missed."""
     try:
         row = build_row(run.run_info, evaluation, status=status, found=found,
                         transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
@@ -35,7 +47,7 @@ def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[A
     except Exception as exc:  # the case still gets a row: an error naming what went wrong
         row, stand_in = error_row(run.run_info, evaluation, exc), True
     error = row.error.model_dump() if row.error is not None else None
-    return redact_json(row.model_dump_json()), error, stand_in
+    return CaseRow(redact_json(row.model_dump_json()), error, stand_in, row.scenario_id, row.verdict or row.status)
 
 
 class RunController:

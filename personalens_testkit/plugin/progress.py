@@ -1,25 +1,27 @@
 """The pytest hooks of a live run's progress display (:mod:`~personalens_testkit.run.progress`): the controlling
 process shows it, an xdist worker publishes its running cases' turns for it; and the controller's cost estimate
-for the cases pytest collected, when its own selection narrowed the run's."""
+for the cases pytest collected, when its own selection narrowed the run's. Hooks (of :class:`ProgressHooks`,
+registered in every process by :mod:`.configure`): ``pytest_configure_node``, ``pytest_collection_finish``,
+``pytest_xdist_node_collection_finished``, ``pytest_runtest_logreport``, ``pytest_sessionfinish``."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .callsite import ON_TURN
-from .data.models import case_id
-from .errors import PersonalensError
-from .plugin_support import is_case
-from .run.header import collected_cost_lines
-from .run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
-from .run.state import Run
-from .secrets import redact
+from ..callsite import ON_TURN
+from ..data.models import case_id
+from ..errors import PersonalensError
+from ..run.header import collected_cost_lines
+from ..run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
+from ..run.state import Run
+from ..secrets import redact
+from .cases import is_case
+from .rows import row_of
 
 #: the workerinput key naming the folder where xdist workers publish their running cases' turns
 TURNS_KEY = "personalens_turns"
@@ -60,7 +62,7 @@ class ProgressHooks:
         self.progress = Progress(total, interval_s=interval_s(bool(getattr(self.reporter, "isatty", False))))
         ON_TURN.set(self.progress.on_turn)  # the cases of this process (and their threads) tell it their turns
         with contextlib.suppress(AttributeError, OSError, ValueError):  # none in an in-process run: pytest's writer
-            self.out = TerminalLines(getattr(self.reporter, "_tw", None))  # now, while pytest's capture is suspended
+            self.out = TerminalLines(config.get_terminal_writer())  # now, while pytest's capture is suspended
         self.loop = Ticker(self.progress, self.out or self._say, self.channel)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -94,20 +96,18 @@ class ProgressHooks:
             reporter.write_line(redact(f"personalens: {line}"))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        line = getattr(report, "personalens_row", None)
-        if line is not None:
+        carried = row_of(report)
+        if carried is not None:
             self.running.finish(report.nodeid)  # an xdist worker's: the case has ended
-        if line is None or self.progress is None:
+        if carried is None or self.progress is None:
             return
-        with contextlib.suppress(ValueError, KeyError):
-            row = json.loads(line)
-            text = self.progress.finished(row["scenario_id"], row.get("verdict") or row["status"])
-            if text is not None:
-                self._say(text)
+        text = self.progress.finished(carried["scenario_id"], carried["shown"])
+        if text is not None:
+            self._say(text)
 
     def _say(self, text: str) -> None:
         """A line of its own, after whatever pytest wrote on the current one (its progress dots); flushed."""
-        writer = getattr(self.reporter, "_tw", None)
+        writer = self.run_config.get_terminal_writer()
         if getattr(writer, "width_of_current_line", 0):
             self.reporter.write("\n")
         self.reporter.write_line(text)

@@ -1,4 +1,5 @@
-"""pytest glue, controlling process only: what pytest keeps of each case's report until the session ends.
+"""What pytest keeps of each case's report until the session ends, in the controlling process (registered there
+by :mod:`.configure`). Hook: ``pytest_runtest_logreport`` (last, after the terminal reporter kept the report).
 
 pytest's terminal reporter keeps every report of the session (set-up, call and tear-down of every case) to
 count them at the end: about 3 KB a case, 370 MB in a 122,133-case run. Of a suite case that passed it keeps

@@ -1,0 +1,96 @@
+"""The fixtures a suite test asks for: the run, the floors, the judged dialogue of its case and the check of
+its floors. What a case's fixtures find is kept on its item (:data:`~.cases.CASE`) for its row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..data.models import Scenario
+from ..errors import PersonalensError
+from ..gating.expectations import case_verdict
+from ..gating.thresholds import ScenarioFloors, shortfalls
+from ..run.state import Run
+from ..secrets import redact
+from ..transcripts import describe_replay_change, describe_shortfalls
+from .cases import CASE, STATE, CaseRecord, expected_of
+
+if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first case, not with pytest
+    from ..evaluation import Evaluation
+
+
+@pytest.fixture(scope="session")
+def personalens_run(request: pytest.FixtureRequest) -> Run:
+    """The run in this process (settings, dataset, models)."""
+    return request.config.stash[STATE]
+
+
+@pytest.fixture(scope="session")
+def score_floors(personalens_run: Run) -> ScenarioFloors:
+    """The per-scenario floors from thresholds.yaml."""
+    try:
+        return personalens_run.thresholds.scenario
+    except PersonalensError as exc:
+        pytest.fail(redact(str(exc)), pytrace=False)
+
+
+@pytest.fixture
+def personalens_repeat() -> int:
+    """Which try of its scenario a case is (parametrized by ``--repeat K``; 1 otherwise)."""
+    return 1
+
+
+@pytest.fixture
+def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_repeat: int,
+                    personalens_run: Run) -> Evaluation:
+    """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
+    evaluation = personalens_run.runner.evaluate_case(request.node.nodeid, scenario, personalens_repeat)
+    record = request.node.stash[CASE] = CaseRecord(evaluation)
+    path = personalens_run.runner.transcript_path(scenario, personalens_repeat)
+    if evaluation.error is not None:
+        raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
+        message = redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}")
+        verdict = case_verdict(expected_of(personalens_run, scenario), [], evaluation.error.source, evaluation.error.kind)
+        record.verdict = verdict
+        if verdict == "not scored":  # the benchmark's models failed, not the bot: counted apart
+            pytest.skip(f"not scored (infrastructure): {message}")
+        if verdict == "reply changed":  # the bot changed and no model may be called: honest, not a failure of it
+            pytest.skip(f"not scored: {message}")
+        if verdict == "expected failure":
+            pytest.xfail(f"expected failure: {message}")
+        pytest.fail(message, pytrace=False)
+    return evaluation
+
+
+@pytest.fixture
+def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, personalens_run: Run) -> Any:
+    """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed.
+    The floors are the ``score_floors`` fixture's (override it to change them): the row reports what it found."""
+
+    def check(evaluation: Evaluation) -> None:
+        assert evaluation.verdict is not None
+        record = request.node.stash.get(CASE, None) or CaseRecord(evaluation)  # kept only if judged_dialogue made it
+        changed = personalens_run.recording.differences(evaluation)
+        if changed is not None:  # an offline replay of a recording: it must reproduce the recorded scores
+            if changed:
+                record.verdict = "regression"
+                pytest.fail(redact(describe_replay_change(evaluation, changed)), pytrace=False)
+            return
+        found = record.shortfalls = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
+        expectation = expected_of(personalens_run, evaluation.scenario)
+        live = evaluation.judged_live and personalens_run.thresholds.aggregate.live_judged_floors == "report"
+        verdict = record.verdict = case_verdict(expectation, [s.metric for s in found], judged_live=live)
+        if found:
+            path = personalens_run.runner.transcript_path(evaluation.scenario, evaluation.repeat)
+            missed = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
+            if verdict == "expected failure":  # one line: what it missed, as expected, and where to read it
+                pytest.xfail(redact(f"expected failure ({expectation}): {missed}; transcript {path}"))
+            if verdict == "unconfirmed":  # one live judgement: evidence, not a verdict
+                pytest.xfail(redact(f"unconfirmed: {missed} on a live judgement (the judge's noise can explain one "
+                                    f"score; the run's gates and baseline decide); transcript {path}"))
+            message = redact(describe_shortfalls(evaluation, found, path))
+            known = personalens_run.expectations is not None  # without an expectations file, as before: a plain failure
+            pytest.fail(message + (f"\nREGRESSION: expected {expectation}" if known else ""), pytrace=False)
+
+    return check
