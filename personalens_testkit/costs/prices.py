@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UsageError
+from ..llm.backends import BACKENDS, ModelBackend
 
 #: the prices are per this many tokens
 PER_TOKENS = 1_000_000
@@ -39,11 +40,6 @@ PER_TOKENS = 1_000_000
 SHIPPED = "personalens_testkit/costs/prices.toml"
 RATES = ("input", "output", "cached_input", "cache_write")
 KEYS = (*RATES, "read_on", "source")
-#: the backends of a spec string (llm/entries.py)
-BACKENDS = ("local", "openai", "bedrock")
-#: the geographic prefixes of Bedrock's cross-region inference profiles
-PROFILE_PREFIXES = ("us.", "us-gov.", "eu.", "apac.", "jp.", "au.", "ca.", "global.")
-SNAPSHOT_DATE = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 _MISSING = object()
 
 
@@ -92,6 +88,12 @@ def split_spec(spec: str) -> tuple[str, str]:
     return (backend, rest) if sep and backend in BACKENDS else ("", spec)
 
 
+def _backend(spec: str) -> ModelBackend | None:
+    """The backend a spec names (None: a bare model id)."""
+    backend, _ = split_spec(spec)
+    return BACKENDS.get(backend) if backend else (BACKENDS.get(spec) if spec in BACKENDS else None)
+
+
 def reported_spec(text: str) -> str:
     """The spec in a model as rows and reports name it: ``name (spec)`` for a [models] entry, else the spec."""
     match = re.fullmatch(r"[^()\s]+ \((.+)\)", text.strip())
@@ -100,21 +102,17 @@ def reported_spec(text: str) -> str:
 
 def config_key(spec: str) -> str:
     """The key of ``[tool.personalens.prices."KEY"]`` that prices a spec: its model id as written."""
-    backend, model = split_spec(spec)
-    return "local" if backend == "local" else model
+    backend = _backend(spec)
+    return backend.name if backend is not None and backend.embedded else split_spec(spec)[1]
 
 
 def candidates(spec: str) -> list[str]:
     """The table keys that may price a spec, most specific first (see the module's rules)."""
-    backend, model = split_spec(spec)
-    if backend == "local":
-        return [spec, "local"]
-    names = [spec, model]
-    if backend in ("bedrock", ""):
-        base = model.rsplit("/", 1)[-1] if model.startswith("arn:") else model
-        names += [base, *(base[len(p):] for p in PROFILE_PREFIXES if base.startswith(p))]
-    if backend in ("openai", ""):
-        names.append(SNAPSHOT_DATE.sub("", model))
+    backend, model = _backend(spec), split_spec(spec)[1]
+    if backend is not None:  # its own keys
+        names = backend.price_keys(spec, model)
+    else:  # a bare model id: as any remote backend would price it
+        names = [key for b in BACKENDS.values() if not b.embedded for key in b.price_keys(spec, model)]
     return list(dict.fromkeys(name for name in names if name))
 
 
@@ -210,7 +208,8 @@ def _shown(value: Any) -> str:
 def provider_counts_cached_in_prompt(spec: str) -> bool:
     """Whether the prompt count of a call to this model includes the tokens read from the cache (OpenAI's
     ``prompt_tokens`` does; Bedrock's ``inputTokens`` does not)."""
-    return not spec.startswith("bedrock:")
+    backend = _backend(spec)
+    return backend is None or backend.counts_cached_in_prompt
 
 
 def call_cost(price: Price, spec: str, *, prompt_tokens: int, completion_tokens: int,

@@ -1,4 +1,5 @@
-"""Model names and spec strings -> chat models. Backends register by kind and import lazily.
+"""Model names and spec strings -> chat models. Each backend is a module of :mod:`.backends` (found by itself), which
+imports its client only when a model is made.
 
 A role's model is given as a spec string (``local``, ``local:FILE.gguf``, ``openai:MODEL``,
 ``bedrock:MODEL_ID``) or as the name of a ``[tool.personalens.models.NAME]`` entry; see
@@ -7,14 +8,14 @@ A role's model is given as a spec string (``local``, ``local:FILE.gguf``, ``open
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .backends import backend_of
+from .backends.local import LocalModel, local_settings
 from .base import AnswerSource, ChatModel
-from .local_settings import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
-from .entries import OPENAI_DEFAULT_URL, BedrockModel, LocalModel, ModelEntry, OpenAIModel, expand_env, parse_spec
+from .entries import OPENAI_DEFAULT_URL, ModelEntry, parse_spec
+from .local_settings import LocalServerSettings
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class ModelContext:
 def resolve(name_or_spec: str, named: Mapping[str, ModelEntry]) -> ModelEntry:
     """A configured model by name, else the model a spec string describes."""
     entry = named.get(name_or_spec)
-    return entry if entry is not None else parse_spec(name_or_spec)
+    return entry if entry is not None else parse_spec(name_or_spec)  # type: ignore[return-value]
 
 
 def describe(name_or_spec: str, named: Mapping[str, ModelEntry]) -> str:
@@ -46,51 +47,10 @@ def describe(name_or_spec: str, named: Mapping[str, ModelEntry]) -> str:
     return f"{name_or_spec} ({entry.spec()})" if entry is not None else name_or_spec
 
 
-def _local(label: str, entry: LocalModel, ctx: ModelContext, role: str) -> ChatModel:
-    from .openai_compat import OpenAICompatibleChat
-
-    settings = local_settings(entry, ctx.local)
-    bundled = settings.model_path is None
-    return OpenAICompatibleChat(
-        spec=label, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
-        timeout_s=ctx.local_timeout_s, timeout_name="the embedded model's limit",
-        max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
-        max_string_chars=LOCAL_STRING_CHARS if bundled else None, answers=ctx.recorded_answer,
-    )
-
-
-def _openai(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> ChatModel:
-    from .openai_compat import OpenAICompatibleChat
-
-    key_env = entry.api_key_env or ctx.openai_api_key_env
-    return OpenAICompatibleChat(
-        spec=label, base_url=entry.base_url or ctx.openai_base_url, model=entry.model,
-        api_key=os.environ.get(key_env), json_dialect=entry.json_dialect, timeout_s=entry.timeout_s,
-        headers={name: expand_env(value) for name, value in entry.headers.items()}, answers=ctx.recorded_answer,
-    )
-
-
-def _bedrock(label: str, entry: BedrockModel, ctx: ModelContext, role: str) -> ChatModel:
-    from .bedrock import BedrockChat
-
-    replay_only = role in ctx.replay_only_roles
-    return BedrockChat(spec=label, model_id=entry.model, region=entry.region, json_mode=entry.json_mode,
-                       read_timeout_s=entry.timeout_s, endpoint_url=entry.endpoint_url, replay_only=replay_only,
-                       prompt_cache=entry.prompt_cache)
-
-
-Factory = Callable[[str, ModelEntry, ModelContext, str], ChatModel]
-BACKENDS: dict[str, Factory] = {"local": _local, "openai": _openai, "bedrock": _bedrock}  # type: ignore[dict-item]
-
-
 def check_spec(name_or_spec: str, named: Mapping[str, ModelEntry] | None = None) -> str:
     """Validate a model name or spec without creating anything (for option parsing)."""
     resolve(name_or_spec, named or {})
     return name_or_spec
-
-
-def local_settings(entry: LocalModel, base: LocalServerSettings) -> LocalServerSettings:
-    return replace(base, model_path=Path(entry.model_path)) if entry.model_path else base
 
 
 def local_settings_for(name_or_spec: str, base: LocalServerSettings,
@@ -108,6 +68,6 @@ def create_model(name_or_spec: str, ctx: ModelContext, role: str) -> ChatModel:
 
 def create_entry_model(entry: ModelEntry, label: str, ctx: ModelContext, role: str) -> ChatModel:
     """The chat model an entry describes; ``label`` names it in reports and errors."""
-    return BACKENDS[entry.kind](label, entry, ctx, role)
+    return backend_of(entry).build(label, entry, ctx, role)
 
 

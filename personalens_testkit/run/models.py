@@ -15,7 +15,8 @@ from ..errors import ModelServerError, PersonalensError, UsageError
 from ..llm.base import ChatModel
 from ..llm.embedded import ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
 from ..llm.local_settings import LocalServerSettings, check_installed
-from ..llm.entries import BedrockModel, LocalModel, OpenAIModel
+from ..llm.backends import backend_of
+from ..llm.entries import BedrockModel, OpenAIModel
 from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from ..llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
 from ..llm.retry import ping
@@ -122,10 +123,8 @@ class ModelPool:
 
     # -- before any case ----------------------------------------------------------------------
     def check_credentials(self, label: Any) -> None:
-        """Every live Bedrock model's AWS credentials and region resolve, and every live embedded model is
-        installed (nothing is called)."""
-        from ..llm.bedrock import check_aws
-
+        """What every live model needs before its first call, by its backend's check (a Bedrock model's AWS
+        credentials and region resolve), and every live embedded model is installed (nothing is called)."""
         s = self.settings
         for role, local in self._local_servers():
             try:
@@ -134,9 +133,10 @@ class ModelPool:
                 raise UsageError(f"{label(role, s.model_specs()[role])}: {exc}") from None
         for role, spec in s.model_specs().items():
             model = resolve(spec, s.models)
-            if isinstance(model, BedrockModel) and role in self.live_roles:
+            check = backend_of(model).check
+            if check is not None and role in self.live_roles:
                 try:
-                    check_aws(model.region)
+                    check(model)
                 except PersonalensError as exc:
                     raise UsageError(f"{label(role, spec)}: {exc}") from None
 
@@ -146,7 +146,7 @@ class ModelPool:
         s = self.settings
         pinged: set[str] = set()
         for role, spec in s.model_specs().items():
-            if role not in self.live_roles or isinstance(resolve(spec, s.models), LocalModel):
+            if role not in self.live_roles or backend_of(resolve(spec, s.models)).embedded:
                 continue
             model = create_model(spec, self.context(), role)
             try:
