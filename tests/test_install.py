@@ -5,6 +5,7 @@ bot against a loopback model server - the way a team adopts the testkit from its
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,10 @@ def sh(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout:
 def venv(tmp_path_factory) -> Path:
     """A fresh virtual environment with the testkit's wheel installed: no clone on its path, no editable install."""
     work = tmp_path_factory.mktemp("install")
-    built = sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", ROOT, cwd=work)
+    source = work / "source"  # a copy: setuptools builds in the tree's build/, which two processes must not share
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                                ".hypothesis", ".pytest_cache", ".deepeval"))
+    built = sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", work / "dist", source, cwd=work)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (work / "dist").glob("personalens_testkit-*.whl")
     made = sh(sys.executable, "-m", "venv", work / "venv", cwd=work)

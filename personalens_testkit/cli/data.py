@@ -18,6 +18,7 @@ from ..data.selection import Selection, parse_sample, select_scenarios
 from ..errors import PersonalensError
 from ..llm.embedded import EmbeddedServer, wait_until_healthy
 from ..llm.local_settings import LocalServerSettings
+from ..settings.table import SETTING
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -77,7 +78,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="look at the benchmark data").add_subparsers(dest="action", required=True)
     for name, func, help_text in (("stats", _stats, "scenario counts"), ("check", _check, "validate every data file")):
         cmd = data.add_parser(name, help=help_text)
-        cmd.add_argument("--personalens-data", metavar="DIR", default=None, help="upstream checkout (default: bundled sample)")
+        SETTING["personalens_data"].add_to(cmd, help="upstream checkout (default: bundled sample)")
         if name == "stats":
             cmd.add_argument("--sample", default="all", choices=SAMPLE_CHOICES)
         cmd.set_defaults(func=func)

@@ -8,12 +8,12 @@ It says so in one line, ``KIND = AssistantKind(...)``; nothing else lists the ki
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Union
 
 from pydantic import BaseModel, Field
+
+from ...discovery import discover
 
 if TYPE_CHECKING:
     from ..base import Assistant
@@ -40,17 +40,8 @@ class AssistantKind:
     address: str = ""
 
 
-def _discover() -> dict[str, AssistantKind]:
-    found = []
-    for module in pkgutil.iter_modules(__path__):
-        kind = getattr(importlib.import_module(f"{__name__}.{module.name}"), "KIND", None)
-        if isinstance(kind, AssistantKind):
-            found.append(kind)
-    return {kind.name: kind for kind in sorted(found, key=lambda k: (k.order, k.name))}
-
-
 #: every kind, by name, in listing order
-KINDS: dict[str, AssistantKind] = _discover()
+KINDS: dict[str, AssistantKind] = discover(__name__, __path__, "KIND", AssistantKind, lambda k: (k.order, k.name))
 #: the kinds' names, in listing order
 ASSISTANT_KINDS: tuple[str, ...] = tuple(KINDS)
 #: any kind's entry, told apart by its ``kind``

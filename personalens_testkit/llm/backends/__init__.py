@@ -11,12 +11,12 @@ run checks before a live role's first call, how a price table prices its model i
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict
+
+from ...discovery import discover
 
 if TYPE_CHECKING:
     from ..base import ChatModel
@@ -83,17 +83,8 @@ class ModelBackend:
     gate: GateModels | None = None
 
 
-def _discover() -> dict[str, ModelBackend]:
-    found = []
-    for module in pkgutil.iter_modules(__path__):
-        backend = getattr(importlib.import_module(f"{__name__}.{module.name}"), "BACKEND", None)
-        if isinstance(backend, ModelBackend):
-            found.append(backend)
-    return {backend.name: backend for backend in sorted(found, key=lambda b: (b.order, b.name))}
-
-
 #: every backend, by name, in listing order
-BACKENDS: dict[str, ModelBackend] = _discover()
+BACKENDS: dict[str, ModelBackend] = discover(__name__, __path__, "BACKEND", ModelBackend, lambda b: (b.order, b.name))
 #: the backends' names, in listing order
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 
