@@ -60,6 +60,22 @@ def test_task_texts_are_shared_between_users(bundled):
     assert shared and all(a[t] is b[t] for t in shared)
 
 
+def test_equal_situations_are_one_object_and_each_scenario_keeps_its_own(bundled):
+    """The situations are shared by value (the sample's 4,096 scenarios have 1,245): each scenario's is still exactly
+    the one its user's tasks file gives it."""
+    labels = ("Location", "Device", "Time of Day", "Day of the Week", "Environment")
+    objects, checked = set(), 0
+    for number in bundled.user_numbers():
+        files = [bundled.data_dir / "profile" / f"user{number}" / name for name in ("tasks.json", "tasks_md.json")]
+        raw = [tuple(task["situations"][label] for label in labels)
+               for path in files for task in json.loads(path.read_text(encoding="utf-8")).values()]
+        scenarios = bundled.scenarios_for(number)
+        assert [s.situation.as_values() for s in scenarios] == raw
+        objects |= {id(s.situation) for s in scenarios}
+        checked += len(scenarios)
+    assert checked == 4096 and len(objects) == 1245
+
+
 def test_selection_by_profiles_domains_and_kind(bundled):
     only = select_scenarios(bundled, Selection(profiles=(7,), domains=("Movies",)))
     assert [s.scenario_id for s in only] == [f"user7-SD-Movies-task-{n}" for n in range(1, 5)]

@@ -50,6 +50,10 @@ class Situation(_Upstream):
         """The situation as (upstream label, value) pairs, in upstream order."""
         return [(field.alias or name, getattr(self, name)) for name, field in type(self).model_fields.items()]
 
+    def as_values(self) -> tuple[str, ...]:
+        """Its values, in upstream order (equal situations have equal values)."""
+        return tuple(getattr(self, name) for name in type(self).model_fields)
+
 
 class Task(_Upstream):
     """One task definition as a user sees it (without the user's situation)."""
