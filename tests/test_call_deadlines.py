@@ -332,3 +332,14 @@ def test_a_judge_port_that_never_answers_fails_the_run_before_any_case_in_second
     assert "Traceback" not in text and SECRET not in text
     assert fake.requests == [] and rows == []  # no case ran
     print(f"judge on a port that never answers: the run failed in {took:.1f} s")
+
+
+def test_every_client_of_a_process_verifies_servers_with_one_tls_context():
+    """Made once (reading the certificate store costs about 40 ms a context), and it verifies: certificate and host."""
+    import ssl
+
+    from personalens_testkit.llm.deadlines import tls_context
+
+    context = tls_context()
+    assert context is tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import re
+import ssl
 from typing import Any, Iterator
 
 import httpcore
@@ -162,11 +164,20 @@ def bound_transport(transport: Any) -> bool:
     return True
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every client of this process verifies servers with: httpx's own (the system's certificates,
+    or SSL_CERT_FILE / SSL_CERT_DIR), made once - making one reads the certificate store, about 40 ms."""
+    return httpx.create_ssl_context()
+
+
 def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> httpx.Client:
     """An httpx client whose every wait (connect, send, each read) takes at most ``timeout_s`` and at most what is
     left of the deadlines in force: hold ``deadline(timeout_s, ...)`` around a call, body read included, and the
     call ends by it however slowly its answer comes."""
     headers = {"Accept-Encoding": "identity", **(kwargs.pop("headers", None) or {})}  # a compressed answer is refused
+    if transport is None:
+        kwargs.setdefault("verify", tls_context())
     client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s)), transport=transport,
                           headers=headers, **kwargs)
     for each in (getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()):  # proxies too
