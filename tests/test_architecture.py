@@ -139,7 +139,7 @@ def test_the_architecture_page_describes_every_part(layer):
 
 
 #: what only a case, a statistic or a live server needs: loaded when it is needed, never with the plugin
-LATER = ("numpy", "httpx", "httpcore", "vcr", "boto3", "botocore", "jinja2", "deepeval",
+LATER = ("numpy", "httpx", "httpcore", "vcr", "boto3", "botocore", "jinja2", "deepeval", "xdist.scheduler",
          "personalens_testkit.evaluation", "personalens_testkit.agents")
 
 
@@ -147,7 +147,9 @@ def test_loading_the_plugin_leaves_what_a_case_needs_for_later():
     """pytest loads the plugin in every process of the environment (its entry point): the dialogue and judging
     machinery, numpy and the HTTP client load when a case, a statistic or a server needs them (bench/startup.py
     measures what that saves a process before its first case)."""
-    code = f"import sys, personalens_testkit.plugin; print(' '.join(m for m in {LATER!r} if m in sys.modules))"
+    code = ("import importlib, sys, personalens_testkit.plugin as plugin\n"
+            "for name in plugin.pytest_plugins: importlib.import_module(name)\n"  # what pytest registers with it
+            f"print(' '.join(m for m in {LATER!r} if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "", f"loaded with the plugin: {done.stdout.strip()}"

@@ -16,7 +16,6 @@ from ..run.early_stop import order_key
 from ..run.state import Run
 from ..secrets import redact
 from .project import MARKER
-from .xdist_queue import worker_queue
 
 if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first case, not with pytest
     from ..evaluation import Evaluation
@@ -112,6 +111,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # the xdist controller runs no case: its workers evaluate ahead, each from its own queue
+    from .xdist_queue import worker_queue  # xdist's scheduler module: loaded by a run that evaluates ahead only
+
     upcoming = worker_queue(session) if hasattr(config, "workerinput") else None
     if hasattr(config, "workerinput") and upcoming is None:
         return  # a work-stealing scheduler takes queued cases back: no case is evaluated before it is run

@@ -20,7 +20,6 @@ from ..secrets import redact
 from .cases import is_case
 from .project import asked_for_personalens
 from .rows import row_of
-from .xdist_queue import make_scheduler
 
 
 class ControllerHooks:
@@ -40,6 +39,8 @@ class ControllerHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """With -n and --concurrency K: xdist's load scheduling, each worker's queue deep enough for its K lanes."""
+        from .xdist_queue import make_scheduler  # xdist's scheduler module: loaded by an xdist controller only
+
         return make_scheduler(config, log, self.run.settings.concurrency)
 
     @pytest.hookimpl(wrapper=True)
