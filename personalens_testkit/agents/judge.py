@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import wait
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from pydantic import BaseModel
@@ -188,14 +189,21 @@ _PROMPT_VALUES: dict[str, Callable[[Metric, ScenarioContext], str]] = {
 }
 
 
+@cache
+def _uses(prompt: str) -> frozenset[str]:
+    """What a judge prompt template uses, read and checked once a process (every judge call fills one)."""
+    wanted = frozenset(template(prompt).get_identifiers())
+    unknown = sorted(wanted - set(_PROMPT_VALUES))
+    if unknown:
+        raise ValueError(f"prompt template {prompt}.txt uses ${unknown[0]}: a judge prompt may use "
+                         f"{', '.join('$' + name for name in _PROMPT_VALUES)}")
+    return wanted
+
+
 def rubric(metric: Metric, ctx: ScenarioContext | None) -> str:
     """``metric``'s prompt template filled (:attr:`~personalens_testkit.scales.Metric.prompt`); ``ctx`` may be None
     for a template that reads nothing of the scenario."""
-    wanted = template(metric.prompt).get_identifiers()
-    unknown = sorted(set(wanted) - set(_PROMPT_VALUES))
-    if unknown:
-        raise ValueError(f"prompt template {metric.prompt}.txt uses ${unknown[0]}: a judge prompt may use "
-                         f"{', '.join('$' + name for name in _PROMPT_VALUES)}")
+    wanted = _uses(metric.prompt)
     return fill(metric.prompt, **{name: make(metric, ctx) for name, make in _PROMPT_VALUES.items()  # type: ignore[arg-type]
                                   if name in wanted})
 

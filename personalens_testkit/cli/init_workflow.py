@@ -19,8 +19,8 @@ from ..llm.backends import BACKENDS
 #: kinds whose bot is a server the workflow starts (through the gate) before the run
 SERVER_KINDS = frozenset(SERVER_ADDRESSES)
 #: where the user agent's and the judge's models come from: the backends init offers (llm/backends/)
-PROVIDERS = tuple(name for name, backend in BACKENDS.items() if backend.gate is not None)
 _GATES = {name: backend.gate for name, backend in BACKENDS.items() if backend.gate is not None}
+PROVIDERS = tuple(_GATES)
 #: the secret whose presence means "CI has model credentials", by provider
 CREDENTIAL_SECRET = {name: gate.secret for name, gate in _GATES.items() if gate.secret}
 #: the personalens.toml lines that choose the models, by provider

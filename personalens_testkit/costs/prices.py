@@ -91,7 +91,7 @@ def split_spec(spec: str) -> tuple[str, str]:
 def _backend(spec: str) -> ModelBackend | None:
     """The backend a spec names (None: a bare model id)."""
     backend, _ = split_spec(spec)
-    return BACKENDS.get(backend) if backend else (BACKENDS.get(spec) if spec in BACKENDS else None)
+    return BACKENDS.get(backend or spec)  # a bare backend name ("local") is a whole spec
 
 
 def reported_spec(text: str) -> str:
