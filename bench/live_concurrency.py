@@ -42,7 +42,7 @@ def options(shard: str, tmp: Path) -> list[str]:
             "--cassette-dir", str(tmp / "cassettes"), "--results-dir", str(tmp / "results")]
 
 
-def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int]:
+def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int, float]:
     env = {**ENV, "OPENAI_BASE_URL": url}
     # W scenarios at once, and never more than W calls in flight (a judge's six calls go out
     # together), so the ideal of W lanes is the fair comparison
@@ -50,6 +50,7 @@ def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[
         spread = ["-n", "2", "--concurrency", str(workers // 2), "--max-concurrency", str(workers)]
     else:
         spread = ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
+    began = time.time()
     status, output, wall, peaks = run_sampled(
         [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread, *options(shard, tmp)],
         cwd=ROOT, env=env)
@@ -61,7 +62,17 @@ def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[
     size = results.stat().st_size if results else 0
     print("peak RSS: " + "; ".join(describe(peaks, next(iter(peaks)))))
     print(f"results file: {size / max(cases, 1):,.0f} bytes per scenario")
-    return wall, cases
+    return wall, cases, began
+
+
+def phases(began: float, wall: float, arrivals: list[float], delay: float, workers: int) -> str:
+    """Where a run's wall time went: before the first call reached the server, while calls flowed
+    (and how full the lanes were then), after the last answer until the process ended."""
+    first, last = min(arrivals), max(arrivals) + delay
+    flowing = last - first
+    busy = len(arrivals) * delay / (flowing * workers)
+    return (f"phases: start-up {first - began:.1f} s, calls {flowing:.1f} s (lanes {busy:.0%} full), "
+            f"finish {began + wall - last:.1f} s")
 
 
 def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
@@ -100,7 +111,7 @@ def main() -> int:
     args = parser.parse_args()
     shard = f"1/{max(1, 3283 // args.scenarios)}"
     with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=1, delay_s=args.delay)) as fake:
-        wall, cases = parallel(shard, args.workers, fake.url, Path(tmp), args.mode)
+        wall, cases, began = parallel(shard, args.workers, fake.url, Path(tmp), args.mode)
         calls = len(fake.requests)
         ideal = calls * args.delay / args.workers
         print(f"scenarios {cases}, calls {calls}, delay {args.delay:.3f} s, workers {args.workers}, "
@@ -108,6 +119,7 @@ def main() -> int:
         how = {"xdist": f"-n {args.workers}", "both": f"-n 2 --concurrency {args.workers // 2}"}.get(
             args.mode, f"--concurrency {args.workers}")
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
+        print(phases(began, wall, fake.arrivals, args.delay, args.workers))
         if not args.skip_sequential:
             before = len(fake.requests)
             seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))

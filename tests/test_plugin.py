@@ -275,3 +275,29 @@ def test_a_path_option_into_another_project_from_a_folder_without_config(pyteste
                                 "-W", "ignore::pytest.PytestAssertRewriteWarning")
     result.stdout.fnmatch_lines([f"personalens: project {pytester.path} (pytest took its rootdir, *"])
     assert "not-this-one" not in result.stdout.str() + result.stderr.str()
+
+
+PROBE_HYPOTHESIS = """
+import atexit, os, sys
+
+@atexit.register
+def _probe():
+    with open(f"hypothesis-{os.getpid()}.txt", "w") as out:
+        out.write(str("hypothesis" in sys.modules))
+"""
+
+
+def test_a_suites_run_leaves_hypothesis_unloaded_and_a_hypothesis_test_keeps_its_summary(suite):
+    suite.makeconftest(PROBE_HYPOTHESIS)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-n", "2", subprocess=True)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    probes = [path.read_text() for path in suite.path.glob("hypothesis-*.txt")]
+    assert probes == ["False"] * 3  # the controller and two workers: its pytest plugin's summary imported it in each
+    suite.makepyfile(test_property="from hypothesis import given, strategies as st\n\n\n"
+                                   "@given(st.integers(0, 5))\ndef test_small(x):\n    assert x < 9\n")
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-n", "2",
+                           "--hypothesis-show-statistics", subprocess=True)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert "Hypothesis Statistics" in result.stdout.str()  # the plugin kept for a session with hypothesis tests

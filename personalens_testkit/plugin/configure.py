@@ -1,12 +1,14 @@
 """The run of each process: its options, its settings, its checks before any case, the embedded servers an
-xdist controller shares with its workers, and the header. Hooks: ``pytest_addoption``, ``pytest_configure``,
-``pytest_unconfigure``, ``pytest_configure_node``, ``pytest_report_header``."""
+xdist controller shares with its workers, the header, and a third-party plugin a suites run does without.
+Hooks: ``pytest_addoption``, ``pytest_configure``, ``pytest_sessionfinish``, ``pytest_unconfigure``,
+``pytest_configure_node``, ``pytest_report_header``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import sys
 import warnings
 from typing import Any
 
@@ -27,6 +29,9 @@ from .reports import KeptReports
 WORKER_KEY = "personalens"
 #: pytest-asyncio's warning, at start-up, that a project leaves its fixtures' loop scope unset
 ASYNCIO_SCOPE_UNSET = 'The configuration option "asyncio_default_fixture_loop_scope" is unset'
+#: hypothesis's pytest plugin (its entry point's name), and what it reads from a test's report
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+HYPOTHESIS_REPORT_KEYS = ("_hypothesis_stats", "_hypothesis_failing_examples")
 
 
 def or_exit(call: Any) -> Any:
@@ -99,6 +104,23 @@ def before_cases(run: Run, *, reach: bool) -> None:
     run.recording.plan.check_runnable()
     if reach:
         run.carry_resumed_rows()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """hypothesis's pytest plugin imports the whole of hypothesis in its terminal summary (about 0.1 CPU-s, in
+    every process: each xdist worker's summary too) to print what hypothesis tests left: statistics and failing
+    examples on their reports, observation files written in this process. In a suites run where nothing
+    imported hypothesis and no report carries either, that summary prints nothing: the plugin is dropped
+    before it (a session with hypothesis tests, in this process or in a worker, keeps it)."""
+    config = session.config
+    plugin = config.pluginmanager.get_plugin(HYPOTHESIS_PLUGIN)
+    if plugin is None or "hypothesis" in sys.modules or not runs_suites(config):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    reports = [report for kept in (reporter.stats.values() if reporter is not None else ()) for report in kept]
+    if not any(key in getattr(report, "__dict__", {}) for report in reports for key in HYPOTHESIS_REPORT_KEYS):
+        config.pluginmanager.unregister(plugin)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
