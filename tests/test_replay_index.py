@@ -124,3 +124,49 @@ def test_threads_recording_boto3_calls_at_once_each_record_theirs(tmp_path, monk
         (request, _), = _cassette(tmp_path / f"{i}.json.xz", IndexedCassette, "none").data
         assert f"call {i}".encode() in request.body
     assert len(_cassette(tmp_path / "after.json.xz", IndexedCassette, "none").data) == 1
+
+
+LATE_IMPORTS = r'''
+import http.client, json, sys
+from pathlib import Path
+from personalens_testkit.replay import router
+from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
+
+folder, url = Path(sys.argv[1]), sys.argv[2]
+cassettes = Cassettes(CassetteSettings(cassette_dir=folder, assistant="reference", record_mode="all"))
+with cassettes.use(folder / "first.json.xz", "all"):
+    pass  # vcrpy imported and its patches installed
+imported = sorted({"aiohttp", "requests", "urllib3", "botocore"} & {name.partition(".")[0] for name in sys.modules})
+from personalens_testkit.llm.bedrock import make_client  # botocore imported only now, after the patches
+
+client = make_client("us-east-1", endpoint_url=url)
+with cassettes.use(folder / "bedrock.json.xz", "all"):
+    live = client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "late"}]}])
+replayer = make_client("us-east-1", endpoint_url="http://127.0.0.1:9")  # nothing listens there
+with cassettes.use(folder / "bedrock.json.xz", "none"):
+    replayed = replayer.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "late"}]}])
+print(json.dumps({"imported": imported, "http_client": http.client.HTTPConnection.__module__,
+                  "live": live["output"], "replayed": replayed["output"]}))
+'''
+
+
+def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_still_records(tmp_path, monkeypatch):
+    """vcrpy imports every HTTP library it can patch (aiohttp alone costs 0.12 CPU-s a process); the testkit's
+    calls go through httpx and botocore only. In a fresh process, opening a cassette imports none of the
+    others nor botocore, leaves http.client unpatched, and a Bedrock client made afterwards records and
+    replays through the real boto3 client as before."""
+    import json
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTEST0001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret-value-0001")
+    with FakeLLM(Script(assistant_text="recorded late")) as fake:
+        done = subprocess.run([sys.executable, "-c", LATE_IMPORTS, str(tmp_path), fake.url.removesuffix("/v1")],
+                              capture_output=True, text=True, timeout=120)
+        calls = len(fake.requests)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["imported"] == [] and found["http_client"] == "http.client"
+    assert calls == 1 and found["replayed"] == found["live"]
+    assert "recorded late" in json.dumps(found["live"])

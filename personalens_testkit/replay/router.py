@@ -15,9 +15,12 @@ it, so a bot streaming 400 MB would be held in memory before its reply limit cou
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from contextvars import ContextVar
 from typing import Any, Iterator
+
+from .vcr_imports import LATER, without_unused_libraries
 
 #: The cassette open in this thread, if any.
 ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
@@ -49,8 +52,11 @@ class Router:
     """Stands in for the cassette in vcrpy's patches; every attribute comes from the active one."""
 
     custom_patches: tuple[Any, ...] = ()
-    #: libraries the testkit and its backends never use: not patched
-    skip_patchers = ("httplib2", "tornado")
+    #: libraries the testkit and its backends never call models through - its clients are httpx and, for
+    #: Bedrock, botocore (patched on its own connection class), and a bot's own traffic is never recorded:
+    #: not patched, and not imported for vcrpy (:mod:`.vcr_imports`). The standard library's http.client stays
+    #: as it is, so a library imported later builds on the real classes
+    skip_patchers = ("httplib", "httplib2", "tornado", "aiohttp", "requests", "urllib3")
 
     @property
     def _path(self) -> str:
@@ -97,11 +103,28 @@ def install() -> None:
         import vcr.patch
         from vcr.patch import CassettePatcherBuilder
 
-        for patcher in CassettePatcherBuilder(ROUTER).build():
+        later, _ = LATER
+        deferred = later.partition(".")[0] not in sys.modules
+        with without_unused_libraries():
+            patchers = list(CassettePatcherBuilder(ROUTER).build())
+        for patcher in patchers:
             patcher.__enter__()
         vcr.patch.force_reset = _no_reset
         _pass_unrecorded_traffic_through()
         _installed = True
+    if deferred:
+        import wrapt  # vcrpy's own dependency
+
+        wrapt.register_post_import_hook(_patch_later, later)
+
+
+def _patch_later(module: Any) -> None:
+    """vcrpy's patches of a library first imported after :func:`install` (botocore: by a Bedrock model)."""
+    from vcr.patch import CassettePatcherBuilder
+
+    _, builder = LATER
+    for patcher in getattr(CassettePatcherBuilder(ROUTER), builder)():
+        patcher.__enter__()
 
 
 def _passes_through(request: Any) -> bool:
