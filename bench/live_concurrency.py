@@ -65,10 +65,12 @@ def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[
     return wall, cases, began
 
 
-def phases(began: float, wall: float, arrivals: list[float], delay: float, workers: int) -> str:
-    """Where a run's wall time went: before the first call reached the server, while calls flowed
-    (and how full the lanes were then), after the last answer until the process ended."""
-    first, last = min(arrivals), max(arrivals) + delay
+def phases(began: float, wall: float, arrivals: list[float], pings: int, delay: float, workers: int) -> str:
+    """Where a run's wall time went: before the first call of a case reached the server (the preflight's
+    pings, answered at once, come first and are left out), while calls flowed (and how full the lanes were
+    then), after the last answer until the process ended."""
+    arrivals = sorted(arrivals)[pings:]
+    first, last = arrivals[0], arrivals[-1] + delay
     flowing = last - first
     busy = len(arrivals) * delay / (flowing * workers)
     return (f"phases: start-up {first - began:.1f} s, calls {flowing:.1f} s (lanes {busy:.0%} full), "
@@ -119,7 +121,7 @@ def main() -> int:
         how = {"xdist": f"-n {args.workers}", "both": f"-n 2 --concurrency {args.workers // 2}"}.get(
             args.mode, f"--concurrency {args.workers}")
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
-        print(phases(began, wall, fake.arrivals, args.delay, args.workers))
+        print(phases(began, wall, fake.arrivals, len(fake.pings), args.delay, args.workers))
         if not args.skip_sequential:
             before = len(fake.requests)
             seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))

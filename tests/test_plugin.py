@@ -301,3 +301,16 @@ def test_a_suites_run_leaves_hypothesis_unloaded_and_a_hypothesis_test_keeps_its
                            "--hypothesis-show-statistics", subprocess=True)
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert "Hypothesis Statistics" in result.stdout.str()  # the plugin kept for a session with hypothesis tests
+
+
+def test_a_suites_run_sets_its_long_lived_objects_aside_from_the_collector_and_hands_them_back(suite):
+    import gc
+
+    suite.makeconftest("import gc\n\n\ndef pytest_runtest_setup(item):\n"
+                       "    with open('frozen.txt', 'a') as out:\n        out.write(f'{gc.get_freeze_count()}\\n')\n")
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-k", "task-1")  # in this process
+    result.assert_outcomes(passed=1, deselected=4)
+    (frozen,) = [int(line) for line in (suite.path / "frozen.txt").read_text().split()]
+    assert frozen > 10_000  # the session's objects were set aside while the case ran
+    assert gc.get_freeze_count() == 0  # and handed back to the collector once the session ended

@@ -16,7 +16,6 @@ import pytest
 from ..callsite import ON_TURN
 from ..data.models import case_id
 from ..errors import PersonalensError
-from ..run.header import collected_cost_lines
 from ..run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
 from ..run.state import Run
 from ..secrets import redact
@@ -88,6 +87,8 @@ class ProgressHooks:
             return
         self.estimated = True
         try:
+            from ..run.header import collected_cost_lines  # the controller's header: never loaded by a worker
+
             lines = collected_cost_lines(self.run, cases)
         except PersonalensError as exc:
             lines = [f"no estimate for the collected cases: {exc}"]

@@ -4,19 +4,20 @@ whole (temporary file, then rename); the job summary is also appended to GitHub'
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping
 
 from ..errors import StorageError
-from ..data.models import case_id
 from ..files import write_atomically, write_chunks_atomically
-from .html import render_html
-from .junit import junit_xml
-from .markdown import append_step_summary, render_markdown
-from .ledger import role_ledger
-from .model import RunReport
+
+if TYPE_CHECKING:
+    from .model import RunReport
+
+#: what draws a report file: the whole text, or its pieces
+Renderer = Callable[["RunReport"], "str | Iterable[str]"]
 
 
 def report_json(report: RunReport) -> Iterator[str]:
@@ -38,6 +39,9 @@ def report_json(report: RunReport) -> Iterator[str]:
 
 def _streamed_ledger(report: RunReport, value: dict) -> Iterator[str]:
     """``{"total": ..., "per_scenario": {...}}`` as json.dumps writes it, each case's entry from its results line."""
+    from ..data.models import case_id
+    from .ledger import role_ledger
+
     yield '{"total": ' + json.dumps(value["total"], ensure_ascii=False) + ', "per_scenario": {'
     for number, line in enumerate(report.row_lines()):
         record = json.loads(line)
@@ -60,7 +64,7 @@ class ReportFormat:
     cli_flag: str
     what: str
     #: the file's text, whole or in pieces (a big run's report is written without being held whole)
-    render: Callable[[RunReport], str | Iterable[str]]
+    render: Renderer
     #: what else writing it does, said in its option's help
     also: str = ""
 
@@ -69,12 +73,24 @@ class ReportFormat:
         return self.cli_flag.lstrip("-").replace("-", "_")
 
 
+def drawn_by(module: str, name: str) -> Renderer:
+    """The renderer ``name`` of this package's ``module``, imported when a report is drawn (every process reads
+    :data:`FORMATS` through the run's settings; only the one that ends a run draws)."""
+    def render(report: RunReport) -> str | Iterable[str]:
+        return getattr(importlib.import_module(f"{__package__}.{module}"), name)(report)  # type: ignore[no-any-return]
+
+    render.__qualname__ = f"{module}.{name}"
+    return render
+
+
 FORMATS: tuple[ReportFormat, ...] = (
     ReportFormat("JSON", "report.json", "json_report", "--json", "the run report as JSON", report_json),
-    ReportFormat("JUnit XML", "junit.xml", "junit_report", "--junit", "JUnit XML with scores as properties", junit_xml),
-    ReportFormat("HTML", "report.html", "html_report", "--html", "the self-contained HTML report", render_html),
-    ReportFormat("job summary", "summary.md", "summary_md", "--summary-md", "the job summary in Markdown", render_markdown,
-                 also="(also appended to $GITHUB_STEP_SUMMARY when that is set)"),
+    ReportFormat("JUnit XML", "junit.xml", "junit_report", "--junit", "JUnit XML with scores as properties",
+                 drawn_by("junit", "junit_xml")),
+    ReportFormat("HTML", "report.html", "html_report", "--html", "the self-contained HTML report",
+                 drawn_by("html", "render_html")),
+    ReportFormat("job summary", "summary.md", "summary_md", "--summary-md", "the job summary in Markdown",
+                 drawn_by("markdown", "render_markdown"), also="(also appended to $GITHUB_STEP_SUMMARY when that is set)"),
 )
 
 
@@ -108,6 +124,8 @@ def write_report_files(report: RunReport, paths: Mapping[str, Path | None], *,
             continue
         written[form.kind] = path
     if paths.get("summary_md") is not None:
+        from .markdown import append_step_summary, render_markdown
+
         try:
             step = append_step_summary(render_markdown(report))
         except StorageError as exc:

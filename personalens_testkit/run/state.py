@@ -14,7 +14,6 @@ from .. import __version__
 from ..data.loader import Dataset
 from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
-from ..calibration.report import CalibrationReport, load_calibration
 from ..gating.expectations import Expectations, load_expectations, location
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..llm.registry import describe, resolve
@@ -26,12 +25,13 @@ from ..settings.table import MODEL_SETTING, SETTING
 from .assistant import AssistantUnderTest
 from .cases import RunCases
 from .early_stop import decision_of
-from .finish import RunOutcome, finish_run, settings_snapshot
 from .models import ModelPool
 from .recording import Recording
 from .stop import StopSignal
 
 if TYPE_CHECKING:
+    from ..calibration.report import CalibrationReport
+    from .finish import RunOutcome
     from .cases_runner import CaseRunner
 
 
@@ -104,6 +104,8 @@ class Run:
     @cached_property
     def calibration(self) -> CalibrationReport | None:
         """The judge's calibration report named by --judge-calibration (None: none named)."""
+        from ..calibration.report import load_calibration  # the controller's: loaded by the first to ask
+
         path = self.settings.judge_calibration
         return load_calibration(path) if path is not None else None
 
@@ -152,6 +154,8 @@ class Run:
     def finish(self, stopped: str | None = None) -> RunOutcome | None:
         """Controller, at the end: the report over every worker's rows, its files, the verdict (``stopped``: why the
         run stopped early - its cases not started are reported as not run)."""
+        from .finish import finish_run, settings_snapshot  # the report's machinery: loaded by the controller only
+
         if self.writer is None or not self.writer.path.is_file():
             return None
         self.writer.close()
