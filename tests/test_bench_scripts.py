@@ -40,6 +40,13 @@ def test_full_replay_bench_small(tmp_path):
 def test_live_concurrency_bench_small():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
     assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out
+    assert re.search(r"phases: start-up [\d.]+ s, calls [\d.]+ s \(lanes \d+% full\), finish [\d.]+ s", out), out
+
+
+def test_call_overhead_bench_small():
+    out = bench("bench/call_overhead.py", "--calls", "8", "--turns", "4", "--repeat", "1")
+    found = re.search(r"8 calls in 2 dialogues, 1 runs each: CPU per call \(median\) ours ([\d.]+) ms, bare ([\d.]+) ms", out)
+    assert found and float(found.group(1)) > 0 and float(found.group(2)) > 0, out
 
 
 def test_live_concurrency_bench_reports_each_xdist_worker():

@@ -1,0 +1,111 @@
+"""CPU per recorded live call: one model call through the testkit's own path, recorded to a cassette, against a
+bare httpx call of the same bytes to the same server.
+
+    python bench/call_overhead.py [--calls 240] [--turns 12] [--repeat 5]
+
+- ours: ``OpenAICompatibleChat.complete`` through ``make_call`` (the call site, the retry policy, the scenario's
+  deadline) inside a cassette that records every call (``all``: the body scrubbed, the request keyed, vcrpy's
+  stub on httpx's transport), the cassette written (xz) when each dialogue of ``--turns`` calls ends, as a
+  scenario's is;
+- bare: ``httpx.Client.post`` of the same body bytes, the JSON answer decoded.
+
+The requests grow as a dialogue's do (each prompt holds the messages before it). The server is the tests'
+loopback server, answering at once, in this process: the CPU measured is the calling thread's
+(``time.thread_time``), so the server's is not counted. Runs alternate (ours, bare, ...); the medians of
+``--repeat`` runs and their ratio are printed (the issue's goal: <= 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from personalens_testkit.callsite import CallSite  # noqa: E402
+from personalens_testkit.llm.base import ChatRequest, Message  # noqa: E402
+from personalens_testkit.llm.calling import make_call  # noqa: E402
+from personalens_testkit.llm.openai_compat import OpenAICompatibleChat  # noqa: E402
+from personalens_testkit.llm.retry import RetryPolicy  # noqa: E402
+from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings  # noqa: E402
+from tests.support.fake_llm import FakeLLM, Script  # noqa: E402  (the tests' loopback server)
+
+SENTENCE = "I would like to plan something for the weekend that suits my preferences and my schedule. "
+
+
+def requests(turns: int) -> list[ChatRequest]:
+    """A dialogue's requests: a system prompt, then one more user and assistant message at each turn."""
+    system = Message("system", SENTENCE * 40)
+    messages: list[Message] = []
+    made = []
+    for turn in range(turns):
+        messages.append(Message("user", f"turn {turn}: " + SENTENCE * 3))
+        made.append(ChatRequest(messages=(system, *messages), purpose="assistant", temperature=0.0))
+        messages.append(Message("assistant", f"answer {turn}: " + SENTENCE * 2))
+    return made
+
+
+def ours(url: str, folder: Path, dialogues: list[list[ChatRequest]]) -> float:
+    """CPU-s of the calling thread for every call of every dialogue, each dialogue recorded to its cassette."""
+    cassettes = Cassettes(CassetteSettings(cassette_dir=folder, assistant="reference", record_mode="all"))
+    model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=url, model="fake-bot")
+    policy = RetryPolicy(attempts=4)
+    started = time.thread_time()
+    for number, dialogue in enumerate(dialogues):
+        with cassettes.use(folder / f"d{number}.json.xz", "all"):
+            for turn, request in enumerate(dialogue):
+                make_call(lambda r=request: model.complete(r), CallSite("assistant", "reply", turn + 1),
+                          policy=policy, deadline=time.monotonic() + 3600)
+    spent = time.thread_time() - started
+    model.close()
+    return spent
+
+
+def bare(url: str, dialogues: list[list[ChatRequest]]) -> float:
+    """CPU-s of the calling thread for the same calls as plain httpx posts of the same bytes."""
+    model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=url, model="fake-bot")
+    bodies = [[json.dumps(model.payload(r), ensure_ascii=False, separators=(",", ":")).encode() for r in d]
+              for d in dialogues]
+    model.close()
+    client = httpx.Client(base_url=url)
+    started = time.thread_time()
+    for dialogue in bodies:
+        for body in dialogue:
+            answer = client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
+            json.loads(answer.content)["choices"][0]["message"]["content"]
+    spent = time.thread_time() - started
+    client.close()
+    return spent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=240)
+    parser.add_argument("--turns", type=int, default=12, help="calls per dialogue (one cassette each)")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    dialogues = [requests(args.turns) for _ in range(max(1, args.calls // args.turns))]
+    calls = sum(len(d) for d in dialogues)
+    runs: dict[str, list[float]] = {"ours": [], "bare": []}
+    with FakeLLM(Script()) as fake, tempfile.TemporaryDirectory() as tmp:
+        ours(fake.url, Path(tmp) / "warm", dialogues[:1])  # imports and first connections, not counted
+        bare(fake.url, dialogues[:1])
+        for attempt in range(args.repeat):
+            runs["ours"].append(ours(fake.url, Path(tmp) / f"r{attempt}", dialogues))
+            runs["bare"].append(bare(fake.url, dialogues))
+    per_call = {name: statistics.median(values) / calls * 1000 for name, values in runs.items()}
+    print(f"{calls} calls in {len(dialogues)} dialogues, {args.repeat} runs each: CPU per call (median) "
+          f"ours {per_call['ours']:.2f} ms, bare {per_call['bare']:.2f} ms: ratio {per_call['ours'] / per_call['bare']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
