@@ -132,11 +132,14 @@ from pathlib import Path
 from personalens_testkit.replay import router
 from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
-folder, url = Path(sys.argv[1]), sys.argv[2]
+folder, url, before = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+for name in before:  # imported before any cassette (botocore itself, without its HTTP module)
+    __import__(name)
 cassettes = Cassettes(CassetteSettings(cassette_dir=folder, assistant="reference", record_mode="all"))
 with cassettes.use(folder / "first.json.xz", "all"):
     pass  # vcrpy imported and its patches installed
-imported = sorted({"aiohttp", "requests", "urllib3", "botocore"} & {name.partition(".")[0] for name in sys.modules})
+imported = sorted({"aiohttp", "requests", "urllib3", "botocore"} & {name.partition(".")[0] for name in sys.modules}
+                  - {name.partition(".")[0] for name in before} - ({"urllib3"} if before else set()))
 from personalens_testkit.llm.bedrock import make_client  # botocore imported only now, after the patches
 
 client = make_client("us-east-1", endpoint_url=url)
@@ -150,11 +153,16 @@ print(json.dumps({"imported": imported, "http_client": http.client.HTTPConnectio
 '''
 
 
-def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_still_records(tmp_path, monkeypatch):
+@pytest.mark.parametrize("before", [[], ["botocore"], ["botocore.exceptions"]],
+                         ids=["nothing", "botocore-alone", "botocore-exceptions"])
+def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_still_records(tmp_path, monkeypatch,
+                                                                                           before):
     """vcrpy imports every HTTP library it can patch (aiohttp alone costs 0.12 CPU-s a process); the testkit's
     calls go through httpx and botocore only. In a fresh process, opening a cassette imports none of the
     others nor botocore, leaves http.client unpatched, and a Bedrock client made afterwards records and
-    replays through the real boto3 client as before."""
+    replays through the real boto3 client as before - also when some of botocore was imported before, without
+    its HTTP module (botocore alone, or its exceptions, which bring its vendored requests: vcrpy's own check
+    would take that for a botocore too old for it)."""
     import json
     import subprocess
     import sys
@@ -162,7 +170,7 @@ def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_s
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTEST0001")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret-value-0001")
     with FakeLLM(Script(assistant_text="recorded late")) as fake:
-        done = subprocess.run([sys.executable, "-c", LATE_IMPORTS, str(tmp_path), fake.url.removesuffix("/v1")],
+        done = subprocess.run([sys.executable, "-c", LATE_IMPORTS, str(tmp_path), fake.url.removesuffix("/v1"), *before],
                               capture_output=True, text=True, timeout=120)
         calls = len(fake.requests)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -104,6 +104,8 @@ def install() -> None:
         from vcr.patch import CassettePatcherBuilder
 
         later, _ = LATER
+        # none of it imported: kept from vcrpy, so patched when something imports it (should another thread import
+        # it meanwhile, vcrpy patches it too, and the hook's second patch stands in for the first: the same stub)
         deferred = later.partition(".")[0] not in sys.modules
         with without_unused_libraries():
             patchers = list(CassettePatcherBuilder(ROUTER).build())

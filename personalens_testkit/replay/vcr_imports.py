@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import threading
 from typing import Any, Iterator
@@ -31,7 +32,9 @@ _state = threading.local()
 
 @contextlib.contextmanager
 def without_unused_libraries() -> Iterator[None]:
-    """In this thread, an import of a :data:`NOT_FOR_VCR` library that is not imported yet fails as not installed."""
+    """In this thread, vcrpy's own import of a :data:`NOT_FOR_VCR` library none of which is imported yet fails as
+    not installed. A library some of which is there already (botocore's exceptions, say) is imported on as usual,
+    and so are a library's own imports."""
     before = getattr(_state, "blocking", False)
     _state.blocking = True
     try:
@@ -44,7 +47,8 @@ class _VcrImports(importlib.abc.MetaPathFinder):
     """Blocks the unused libraries while vcrpy's patch module loads (and within :func:`without_unused_libraries`)."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if getattr(_state, "blocking", False) and fullname.partition(".")[0] in NOT_FOR_VCR:
+        top = fullname.partition(".")[0]
+        if getattr(_state, "blocking", False) and top in NOT_FOR_VCR and top not in sys.modules and _by_vcrpy():
             raise ModuleNotFoundError(f"{fullname} is not imported for vcrpy's patches", name=fullname)
         if fullname != "vcr.patch":
             return None
@@ -52,6 +56,16 @@ class _VcrImports(importlib.abc.MetaPathFinder):
         if spec is not None and spec.loader is not None:
             spec.loader = _Blocking(spec.loader)
         return spec
+
+
+def _by_vcrpy() -> bool:
+    """Whether the import under way is vcrpy's own (the nearest frame outside the import machinery is vcrpy's
+    code): a library vcrpy may import - botocore, when some of it is there already - imports what it needs."""
+    frame = inspect.currentframe()
+    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
+                                 or frame.f_globals.get("__name__") == __name__):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "vcr"
 
 
 class _Blocking(importlib.abc.Loader):
