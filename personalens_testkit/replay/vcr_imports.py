@@ -4,12 +4,13 @@ Importing ``vcr`` imports every HTTP library vcrpy knows how to patch that is in
 dependency installs; about 0.12 CPU-s), requests, urllib3, botocore - in every process that opens a
 cassette, each xdist worker included. The testkit's calls go through httpx, and through botocore for
 Bedrock; a bot's own traffic is never recorded. So while vcrpy's patch module loads, and while the router
-builds its patches (:func:`~personalens_testkit.replay.router.install`), those libraries are not imported in
-that thread: vcrpy then patches what is there, as it does for a library that is not installed. The router
-patches none of them but botocore (:attr:`~personalens_testkit.replay.router.Router.skip_patchers`), nor the
-standard library's http.client, so a library imported later is built on the real classes. botocore is
-patched when it is first imported (:data:`LATER`), as vcrpy would have patched it. Other threads import as
-usual. Installed with the ``replay`` package, before anything of vcrpy is imported.
+builds its patches (:func:`~personalens_testkit.replay.router.install`), vcrpy's own imports of those libraries
+fail as if they were not installed - in that thread only, and only for a library none of which is imported
+yet (one partly there, and a library's own imports, go on as usual). The router patches none of them but
+botocore (:attr:`~personalens_testkit.replay.router.Router.skip_patchers`), nor the standard library's
+http.client, so a library imported later is built on the real classes; botocore is patched when it is first
+imported (:data:`LATER`), as vcrpy would have patched it. Installed with the ``replay`` package, before
+anything of vcrpy is imported.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _by_vcrpy() -> bool:
 
 
 class _Blocking(importlib.abc.Loader):
+    """vcrpy's patch module's own loader, run with vcrpy's imports of the unused libraries refused."""
+
     def __init__(self, loader: Any) -> None:
         self.loader = loader
 
