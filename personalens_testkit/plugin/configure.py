@@ -146,7 +146,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if plugin is None or "hypothesis" in sys.modules or not runs_suites(config):
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    reports = [report for kept in (reporter.stats.values() if reporter is not None else ()) for report in kept]
+    reports = (report for kept in (reporter.stats.values() if reporter is not None else ()) for report in kept)
     if not any(key in getattr(report, "__dict__", {}) for report in reports for key in HYPOTHESIS_REPORT_KEYS):
         config.pluginmanager.unregister(plugin)
 
