@@ -132,12 +132,19 @@ from pathlib import Path
 from personalens_testkit.replay import router
 from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
-folder, url, before = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+folder, url, before = Path(sys.argv[1]), sys.argv[2], [n for n in sys.argv[3:] if not n.startswith("@")]
 for name in before:  # imported before any cassette (botocore itself, without its HTTP module)
     __import__(name)
+kept = dict(sys.modules), list(sys.meta_path)  # as pytester's in-process run keeps them, to put them back after
 cassettes = Cassettes(CassetteSettings(cassette_dir=folder, assistant="reference", record_mode="all"))
 with cassettes.use(folder / "first.json.xz", "all"):
     pass  # vcrpy imported and its patches installed
+if "@inside" in sys.argv:  # botocore imported (and patched) during the in-process run, then forgotten with it
+    import botocore.awsrequest
+if "@restore" in sys.argv:  # everything imported since, vcrpy and botocore among them, gone; finders added, gone
+    for name in set(sys.modules) - set(kept[0]):
+        del sys.modules[name]
+    sys.meta_path[:] = kept[1]
 imported = sorted({"aiohttp", "requests", "urllib3", "botocore"} & {name.partition(".")[0] for name in sys.modules}
                   - {name.partition(".")[0] for name in before} - ({"urllib3"} if before else set()))
 from personalens_testkit.llm.bedrock import make_client  # botocore imported only now, after the patches
@@ -153,8 +160,9 @@ print(json.dumps({"imported": imported, "http_client": http.client.HTTPConnectio
 '''
 
 
-@pytest.mark.parametrize("before", [[], ["botocore"], ["botocore.exceptions"]],
-                         ids=["nothing", "botocore-alone", "botocore-exceptions"])
+@pytest.mark.parametrize("before", [[], ["botocore"], ["botocore.exceptions"], ["@restore"], ["@restore", "@inside"]],
+                         ids=["nothing", "botocore-alone", "botocore-exceptions", "after-an-in-process-run",
+                              "botocore-imported-in-an-in-process-run"])
 def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_still_records(tmp_path, monkeypatch,
                                                                                            before):
     """vcrpy imports every HTTP library it can patch (aiohttp alone costs 0.12 CPU-s a process); the testkit's
@@ -162,7 +170,9 @@ def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_s
     others nor botocore, leaves http.client unpatched, and a Bedrock client made afterwards records and
     replays through the real boto3 client as before - also when some of botocore was imported before, without
     its HTTP module (botocore alone, or its exceptions, which bring its vendored requests: vcrpy's own check
-    would take that for a botocore too old for it)."""
+    would take that for a botocore too old for it), and after an in-process pytester run put sys.modules and
+    sys.meta_path back (vcrpy, and botocore if imported then, load afresh; a finder added meanwhile is gone:
+    wrapt's post-import hooks lost botocore's patch that way, and Bedrock calls went unrecorded)."""
     import json
     import subprocess
     import sys
@@ -178,3 +188,43 @@ def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_s
     assert found["imported"] == [] and found["http_client"] == "http.client"
     assert calls == 1 and found["replayed"] == found["live"]
     assert "recorded late" in json.dumps(found["live"])
+
+
+@pytest.mark.parametrize("mode", ["all", "once", "new_episodes"])
+def test_a_recording_cassette_stores_what_vcrpys_own_stub_stores(tmp_path, monkeypatch, mode):
+    """A cassette that only records (nothing loaded to play, or ``all``) is recorded past vcrpy's httpx stub
+    (one Request object, no copies); one that may play (``new_episodes`` on a loaded file) goes through the stub.
+    Both store the same entry - the request scrubbed of its key and keeping only harmless headers, the answer
+    decoded and scrubbed - and the caller reads the same answer."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording-secret-0001")
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference", record_mode=mode))
+    request = ChatRequest(messages=(Message("user", "hello sk-recording-secret-0001"),), purpose="assistant")
+    seeded = tmp_path / "seeded.json.xz"  # a loaded file, new_episodes: vcrpy's stub decides to play or record
+    with FakeLLM(Script(assistant_text="stored the same")) as fake:
+        model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=fake.url, model="fake-bot")
+        with cassettes.use(seeded, "all"):
+            model.complete(ChatRequest(messages=(Message("user", "something else"),), purpose="assistant"))
+        answers, stored = [], []
+        for path, use in ((tmp_path / "direct.json.xz", mode), (seeded, "new_episodes")):
+            with cassettes.use(path, use) as cassette:
+                assert cassette.only_records() is (path != seeded)
+                answers.append(model.complete(request).text)
+            stored.append(_cassette(path, IndexedCassette, "none").data[-1])
+        model.close()
+    assert answers == ["stored the same"] * 2
+    (direct_request, direct_answer), (stub_request, stub_answer) = stored
+    assert direct_request._to_dict() == stub_request._to_dict() and direct_answer == stub_answer
+    assert b"sk-recording-secret-0001" not in direct_request.body and b"<OPENAI_API_KEY>" in direct_request.body
+    assert set(direct_request.headers) == {"content-type"} and set(direct_answer["headers"]) == {"content-type"}
+
+
+def test_an_answer_recorded_compressed_is_stored_decoded_and_one_without_encoding_as_it_is():
+    import gzip
+
+    cassettes = Cassettes(CassetteSettings(cassette_dir=".", assistant="reference"), secrets=[])
+    compressed = {"status": {"code": 200, "message": "OK"}, "body": {"string": gzip.compress(b'{"a": 1}')},
+                  "headers": {"Content-Type": ["application/json"], "Content-Encoding": ["gzip"]}}
+    plain = _answer('{"a": 1}')
+    assert cassettes.before_record_response(compressed)["body"]["string"] == b'{"a": 1}'
+    assert cassettes.before_record_response(compressed)["headers"] == {"Content-Type": ["application/json"]}
+    assert cassettes.before_record_response(plain) == _answer('{"a": 1}')

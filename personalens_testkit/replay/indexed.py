@@ -57,6 +57,28 @@ class IndexedCassette(Cassette):
             if len(self.data) > before:
                 self._index.setdefault(raw_key(self.data[-1][0]), []).append(before)
 
+    def only_records(self) -> bool:
+        """Whether no request made now can be answered from this cassette: vcrpy would send each one and record
+        it (record mode ``all``, or a cassette with nothing loaded that plays nothing back twice)."""
+        return not self.write_protected and (self.record_mode == "all"
+                                             or not (self.rewound or self.allow_playback_repeats))
+
+    def record_sent(self, sent: Any, response: dict[str, Any]) -> None:
+        """Record a request sent and its answer, as :meth:`append` does, for a caller that built both afresh
+        (:func:`~personalens_testkit.replay.router.install`'s httpx recorder): ``sent`` has the method, uri,
+        body and headers ``before_record_request`` reads, ``response`` is vcrpy's dict of the answer. Nothing
+        the caller holds is changed, so vcrpy's defensive copy of the answer is not needed."""
+        request = self._before_record_request(sent)
+        if not request:
+            return
+        response = self._before_record_response(response)
+        if response is None:
+            return
+        with self._appending:
+            self._index.setdefault(raw_key(request), []).append(len(self.data))
+            self.data.append((request, response))
+            self.dirty = True
+
     def _load(self) -> None:
         """As vcrpy loads, without re-filtering what was filtered when it was recorded. A cassette that cannot
         be replayed (:class:`~personalens_testkit.errors.CassetteError`) is an error, except in record mode

@@ -20,7 +20,7 @@ import threading
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-from .vcr_imports import LATER, without_unused_libraries
+from .vcr_imports import LATER, when_imported, without_unused_libraries
 
 #: The cassette open in this thread, if any.
 ACTIVE: ContextVar[Any] = ContextVar("personalens_active_cassette", default=None)
@@ -53,10 +53,10 @@ class Router:
 
     custom_patches: tuple[Any, ...] = ()
     #: libraries the testkit and its backends never call models through - its clients are httpx and, for
-    #: Bedrock, botocore (patched on its own connection class), and a bot's own traffic is never recorded:
-    #: not patched, and not imported for vcrpy (:mod:`.vcr_imports`). The standard library's http.client stays
-    #: as it is, so a library imported later builds on the real classes
-    skip_patchers = ("httplib", "httplib2", "tornado", "aiohttp", "requests", "urllib3")
+    #: Bedrock, botocore (patched on its own, by :func:`_patch_later`), and a bot's own traffic is never
+    #: recorded: not patched, and not imported for vcrpy (:mod:`.vcr_imports`). The standard library's
+    #: http.client stays as it is, so a library imported later builds on the real classes
+    skip_patchers = ("httplib", "httplib2", "tornado", "aiohttp", "requests", "urllib3", "boto3")
 
     @property
     def _path(self) -> str:
@@ -103,29 +103,30 @@ def install() -> None:
         import vcr.patch
         from vcr.patch import CassettePatcherBuilder
 
-        later, _ = LATER
-        # none of it imported: kept from vcrpy, so patched when something imports it (should another thread import
-        # it meanwhile, vcrpy patches it too, and the hook's second patch stands in for the first: the same stub)
-        deferred = later.partition(".")[0] not in sys.modules
         with without_unused_libraries():
             patchers = list(CassettePatcherBuilder(ROUTER).build())
         for patcher in patchers:
             patcher.__enter__()
         vcr.patch.force_reset = _no_reset
         _pass_unrecorded_traffic_through()
+        when_imported(LATER[0], _patch_later)  # now if it is there; else when it is imported
         _installed = True
-    if deferred:
-        import wrapt  # vcrpy's own dependency
-
-        wrapt.register_post_import_hook(_patch_later, later)
 
 
 def _patch_later(module: Any) -> None:
-    """vcrpy's patches of a library first imported after :func:`install` (botocore: by a Bedrock model)."""
-    from vcr.patch import CassettePatcherBuilder
+    """vcrpy's patches of botocore, which vcrpy is kept from importing (:mod:`.vcr_imports`): made by
+    :func:`install` if botocore is there, else when a Bedrock model first imports it.
 
+    Only by the router this process uses now: should this module have been imported afresh meanwhile (pytester's
+    in-process runs put sys.modules back as they found it), a hook of the one before must not patch the library
+    for a router no cassette is made active on - the new module's own install patches it."""
+    if sys.modules.get(__name__) is None or vars(sys.modules[__name__]) is not globals():
+        return
+    import vcr.patch  # vcrpy too may have been imported afresh: its stubs look its force_reset up when they send
+
+    vcr.patch.force_reset = _no_reset
     _, builder = LATER
-    for patcher in getattr(CassettePatcherBuilder(ROUTER), builder)():
+    for patcher in getattr(vcr.patch.CassettePatcherBuilder(ROUTER), builder)():
         patcher.__enter__()
 
 
@@ -167,9 +168,50 @@ def _switch(stub: Any, real: Any, *, asynchronous: bool) -> Any:
         return handle_async_request
 
     def handle_request(self: Any, request: Any) -> Any:
-        return (real if _passes_through(request) else stub)(self, request)
+        if _passes_through(request):
+            return real(self, request)
+        active = ACTIVE.get()
+        if getattr(active, "only_records", None) is not None and active.only_records():
+            return _send_and_record(real, self, request, active)
+        return stub(self, request)
 
     return handle_request
+
+
+class _Sent:
+    """What a recording's request filter reads of a request sent (vcrpy's Request builds a headers dict first)."""
+
+    __slots__ = ("method", "uri", "body", "headers")
+
+    def __init__(self, method: str, uri: str, body: bytes, headers: Any) -> None:
+        self.method, self.uri, self.body, self.headers = method, uri, body, headers
+
+
+def _send_and_record(real: Any, transport: Any, request: Any, cassette: Any) -> Any:
+    """vcrpy's httpx stub for a cassette that only records (``only_records``): the request sent, its whole
+    answer read and recorded, the connection released - the same steps and the same cassette entry, without
+    vcrpy's three Request objects, its checks for a recorded answer and its copies of the answer."""
+    import httpx
+
+    body = b"".join(request.stream)
+    request.stream = httpx.ByteStream(body)
+    response = real(transport, request)
+    try:
+        content = b"".join(response.stream)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            response.stream.close()
+        raise
+    with httpx._exceptions.request_context(request=response._request):
+        response.stream.close()
+    response.stream = httpx.ByteStream(content)
+    headers: dict[str, list[str]] = {}
+    for name, value in response.headers.multi_items():
+        headers.setdefault(name, []).append(value)
+    answer = {"status": {"code": response.status_code, "message": response.reason_phrase},
+              "headers": headers, "body": {"string": content}}
+    cassette.record_sent(_Sent(request.method, str(request.url), body, request.headers), answer)
+    return response
 
 
 @contextlib.contextmanager

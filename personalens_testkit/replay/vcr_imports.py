@@ -9,7 +9,7 @@ fail as if they were not installed - in that thread only, and only for a library
 yet (one partly there, and a library's own imports, go on as usual). The router patches none of them but
 botocore (:attr:`~personalens_testkit.replay.router.Router.skip_patchers`), nor the standard library's
 http.client, so a library imported later is built on the real classes; botocore is patched when it is first
-imported (:data:`LATER`), as vcrpy would have patched it. Installed with the ``replay`` package, before
+imported (:data:`LATER`, :func:`when_imported`), as vcrpy would have patched it. Installed with the ``replay`` package, before
 anything of vcrpy is imported.
 """
 
@@ -21,7 +21,7 @@ import importlib.machinery
 import inspect
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 #: top-level packages vcrpy would import for a patch that the router never makes, or makes later
 NOT_FOR_VCR = frozenset({"aiohttp", "requests", "urllib3", "httplib2", "tornado", "botocore"})
@@ -29,6 +29,8 @@ NOT_FOR_VCR = frozenset({"aiohttp", "requests", "urllib3", "httplib2", "tornado"
 LATER = ("botocore.awsrequest", "_boto3")
 
 _state = threading.local()
+#: module name -> what to call with the module once it has loaded (:func:`when_imported`)
+_after: dict[str, list[Callable[[Any], None]]] = {}
 
 
 @contextlib.contextmanager
@@ -51,11 +53,11 @@ class _VcrImports(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         if getattr(_state, "blocking", False) and top in NOT_FOR_VCR and top not in sys.modules and _by_vcrpy():
             raise ModuleNotFoundError(f"{fullname} is not imported for vcrpy's patches", name=fullname)
-        if fullname != "vcr.patch":
+        if fullname != "vcr.patch" and fullname not in _after:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Blocking(spec.loader)
+            spec.loader = _Blocking(spec.loader) if fullname == "vcr.patch" else _Then(spec.loader)
         return spec
 
 
@@ -81,6 +83,33 @@ class _Blocking(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         with without_unused_libraries():
             self.loader.exec_module(module)
+
+
+class _Then(importlib.abc.Loader):
+    """A module's own loader, followed by what :func:`when_imported` asked for, once the module has loaded."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        for callback in list(_after.get(module.__name__, ())):
+            callback(module)
+
+
+def when_imported(name: str, callback: Callable[[Any], None]) -> None:
+    """``callback(module)`` now if module ``name`` is imported, and each time it is imported from now on: once in a
+    process as a rule; again should sys.modules lose it and the module load afresh (pytester's in-process runs put
+    sys.modules and ``sys.meta_path`` back as they found them - a library first imported during such a run is
+    then imported anew, and a finder added meanwhile is gone: the finder is put back here if it is)."""
+    install_finder()
+    _after.setdefault(name, []).append(callback)
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
 
 
 def install_finder() -> None:
