@@ -7,7 +7,8 @@ the time of N bare pytest cases that only read and decompress the same cassette 
     options: [--workers 0,2] [--repeat 3] [--cassette-dir DIR --assistant NAME]
              [--synth-dir DIR]: keep the synthesised cassettes there (and reuse them next time)
              [--memory]: instead of the times, the controlling process's peak memory replaying an eighth and
-             all of the cassettes with -n 2, its growth per case, and that growth carried to 122,133 cases
+             all of the cassettes with -n 2 (or each --workers count), its growth per case, and that growth
+             carried to 122,133 cases
 
 Both runs are fresh pytest processes started from this process, alternating, so the noisy
 machine hits both alike; the ratio (replay / bare) is the figure, the target is <= 3.
@@ -96,29 +97,62 @@ def measure(folder: Path, replay_args: list[str], workers: str, repeat: int, env
     return ratios
 
 
-def memory(folder: Path, replay_args: list[str], env: dict[str, str]) -> None:
-    """The xdist controller's peak RSS replaying an eighth of the cassettes and all of them (-n 2): the
-    memory it holds per case, and what that comes to at the full upstream dataset's 122,133 scenarios."""
+HEAP_PROBE = '''
+import gc, os, sys, tracemalloc
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput") and tracemalloc.is_tracing():
+        gc.collect()
+        with open(os.environ["HEAP_PROBE_OUT"], "w") as out:
+            out.write(str(tracemalloc.get_traced_memory()[0]))
+'''
+
+
+def memory(folder: Path, replay_args: list[str], env: dict[str, str], workers: str = "2") -> None:
+    """The xdist controller's peak RSS replaying an eighth of the cassettes and all of them (-n ``workers``): the
+    memory it holds per case, and what that comes to at the full upstream dataset's 122,133 scenarios. Beside it,
+    from runs of their own, the Python heap the controller holds when the cases are done, before the end of the
+    run builds the report (tracemalloc in the controller only): the growth a case without the allocator's noise."""
     sys.path.insert(0, str(ROOT / "bench"))
     from rss import run_sampled  # the same sampling as bench/rss.py
 
-    found = []
+    found: dict[str, list[tuple[int, float]]] = {"rss": [], "heap": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for share in ("1/8", None):
+        (Path(tmp) / "probe").mkdir()
+        (Path(tmp) / "probe" / "heap_probe.py").write_text(HEAP_PROBE)
+        traced = {**env, "HEAP_PROBE_OUT": str(Path(tmp) / "heap.txt"),
+                  "PYTHONPATH": os.pathsep.join(p for p in (str(Path(tmp) / "probe"), env.get("PYTHONPATH")) if p)}
+        for kind, share in (("rss", "1/8"), ("rss", None), ("heap", "1/8"), ("heap", None)):
             shard = ["--shard", share] if share else []
-            command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *replay_args, *shard,
-                       "--results-dir", str(Path(tmp) / "results"), "-n", "2"]
-            status, output, wall, peaks = run_sampled(command, cwd=ROOT, env=env)
+            heap = ["-X", "tracemalloc=1"] if kind == "heap" else []
+            probe = ["-p", "heap_probe"] if kind == "heap" else []
+            command = [sys.executable, *heap, "-m", "pytest", *probe, "-p", "no:cacheprovider", "-q", *replay_args,
+                       *shard, "--results-dir", str(Path(tmp) / "results"), "-n", workers]
+            status, output, wall, peaks = run_sampled(command, cwd=ROOT, env=traced if heap else env)
             cases = passed(output)
             if status != 0 or not cases:
                 raise SystemExit(f"the replay failed:\n{output[-2000:]}")
-            controller = peaks[next(iter(peaks))][1] / 1024
-            found.append((cases, controller))
-            print(f"replay of {cases:,} cases (-n 2): controller peak RSS {controller:.0f} MB, {wall:.1f} s")
-    (few, low), (many, high) = found
-    per_case = (high - low) * 1024 / (many - few)
-    print(f"controller: {per_case:.2f} KB more a case; at 122,133 cases: {low + per_case * (122_133 - few) / 1024:.0f} MB "
-          "(goal: <= 150 MB, flat)")
+            if kind == "rss":
+                found[kind].append((cases, peaks[next(iter(peaks))][1] / 1024))
+                print(f"replay of {cases:,} cases (-n {workers}): controller peak RSS {found[kind][-1][1]:.0f} MB, "
+                      f"{wall:.1f} s")
+            else:
+                found[kind].append((cases, int((Path(tmp) / "heap.txt").read_text()) / 2**20))
+                print(f"replay of {cases:,} cases (-n {workers}): controller's Python heap when the cases are done "
+                      f"{found[kind][-1][1]:.1f} MB")
+    for kind, what in (("rss", "peak RSS"), ("heap", "heap when the cases are done")):
+        (few, low), (many, high) = found[kind]
+        per_case = (high - low) * 1024 / (many - few)
+        print(f"controller ({what}, -n {workers}): {per_case:.2f} KB more a case; at 122,133 cases: "
+              f"{low + per_case * (122_133 - few) / 1024:.0f} MB" + (" (goal: <= 150 MB, flat)" if kind == "rss" else ""))
+
+
+def memory_workers(option: str) -> list[str]:
+    """The worker counts --memory measures: those of --workers, at least 2 (the controller of an xdist run)."""
+    return [str(max(2, int(count))) for count in option.split(",")]
 
 
 def sizes(folder: Path) -> None:
@@ -162,7 +196,8 @@ def main() -> int:
         replay = ["suites/", "-p", "no:deepeval", "--cassette-dir", str(Path(args.cassette_dir).resolve()),
                   "--assistant", args.assistant]
         if args.memory:
-            memory(folder, replay, ENV)
+            for workers in memory_workers(args.workers):
+                memory(folder, replay, ENV, workers)
             return 0
         for workers in args.workers.split(","):
             measure(folder, replay, workers, args.repeat, ENV)
@@ -180,7 +215,8 @@ def main() -> int:
         replay = ["suites/", "-p", "no:deepeval", *FAKE_SPECS, "--cassette-dir", str(cassettes)]
         dead = {**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # a replay must not need the server
         if args.memory:
-            memory(folder, replay, dead)
+            for workers in memory_workers(args.workers):
+                memory(folder, replay, dead, workers)
             return 0
         for workers in args.workers.split(","):
             measure(folder, replay, workers, args.repeat, dead)

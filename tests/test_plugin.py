@@ -314,3 +314,43 @@ def test_a_suites_run_sets_its_long_lived_objects_aside_from_the_collector_and_h
     (frozen,) = [int(line) for line in (suite.path / "frozen.txt").read_text().split()]
     assert frozen > 10_000  # the session's objects were set aside while the case ran
     assert gc.get_freeze_count() == 0  # and handed back to the collector once the session ended
+
+
+PROBE_COLLECTIONS = '''
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    dsession = session.config.pluginmanager.getplugin("dsession")
+    if dsession is None:
+        return
+    lists = list(dsession.sched.node2collection.values())
+    shared = all(a is b for other in lists[1:] for a, b in zip(lists[0], other))
+    with open("collections.txt", "w") as out:
+        out.write(f"{len(lists)} {len(lists[0])} {shared}")
+'''
+
+
+def test_xdist_keeps_each_workers_node_ids_as_the_first_workers_strings(suite):
+    """Every worker sends the node ids it collected and xdist's scheduler keeps each list: at -n 16 and the
+    full dataset, 250 MB of the same strings. Equal lists are kept as the first one's strings."""
+    suite.makeconftest(PROBE_COLLECTIONS)
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-n", "3", subprocess=True)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    workers, cases, shared = (suite.path / "collections.txt").read_text().split()
+    assert (workers, shared) == ("3", "True") and int(cases) >= 4
+
+
+def test_a_workers_node_ids_unlike_the_first_workers_are_left_as_they_are(pytestconfig):
+    from personalens_testkit.plugin.reports import KeptReports
+
+    kept = KeptReports(pytestconfig, "personalens")
+    first = ["suites/test_a.py::test[" + str(n) + "]" for n in range(3)]
+    same = ["suites/test_a.py::test[" + str(n) + "]" for n in range(3)]
+    other = ["suites/test_a.py::test[" + str(n) + "]" for n in range(4)]
+    for ids in (first, same, other):
+        kept.pytest_xdist_node_collection_finished(None, ids)
+    assert all(a is b for a, b in zip(first, same))
+    assert len(other) == 4 and not any(a is b for a, b in zip(first, other))
