@@ -24,6 +24,12 @@ def test_replay_bench_small():
     assert "bytes per scenario (xz): mean" in out and "median ratio replay / bare at workers 0:" in out
 
 
+def test_replay_memory_bench_small():
+    out = bench("bench/replay.py", "--synthesise", "24", "--memory", "--workers", "2")
+    assert re.search(r"controller \(peak RSS, -n 2\): -?[\d.]+ KB more a case; at 122,133 cases: -?\d+ MB", out), out
+    assert re.search(r"controller \(heap when the cases are done, -n 2\): -?[\d.]+ KB more a case", out), out
+
+
 def test_report_memory_bench_small():
     out = bench("bench/report_memory.py", "--cases", "40", "--turns", "2", "--whole")
     assert re.search(r"end of a run, 40 cases, digests, whole rows read again one at a time: peak RSS \d+ MB", out)
