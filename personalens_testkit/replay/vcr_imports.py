@@ -47,7 +47,8 @@ def without_unused_libraries() -> Iterator[None]:
 
 
 class _VcrImports(importlib.abc.MetaPathFinder):
-    """Blocks the unused libraries while vcrpy's patch module loads (and within :func:`without_unused_libraries`)."""
+    """Blocks the unused libraries while vcrpy's patch module loads (and within :func:`without_unused_libraries`);
+    runs what :func:`when_imported` asked for once its module has loaded."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         top = fullname.partition(".")[0]
@@ -57,7 +58,7 @@ class _VcrImports(importlib.abc.MetaPathFinder):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Blocking(spec.loader) if fullname == "vcr.patch" else _Then(spec.loader)
+            spec.loader = _Wrapped(spec.loader, blocking=fullname == "vcr.patch")
         return spec
 
 
@@ -71,30 +72,22 @@ def _by_vcrpy() -> bool:
     return frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "vcr"
 
 
-class _Blocking(importlib.abc.Loader):
-    """vcrpy's patch module's own loader, run with vcrpy's imports of the unused libraries refused."""
+class _Wrapped(importlib.abc.Loader):
+    """A module's own loader: vcrpy's patch module's run with vcrpy's imports of the unused libraries refused
+    (``blocking``), any other's followed by what :func:`when_imported` asked for, once the module has loaded."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, *, blocking: bool) -> None:
         self.loader = loader
+        self.blocking = blocking
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        with without_unused_libraries():
-            self.loader.exec_module(module)
-
-
-class _Then(importlib.abc.Loader):
-    """A module's own loader, followed by what :func:`when_imported` asked for, once the module has loaded."""
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
+        if self.blocking:
+            with without_unused_libraries():
+                self.loader.exec_module(module)
+            return
         self.loader.exec_module(module)
         for callback in list(_after.get(module.__name__, ())):
             callback(module)
