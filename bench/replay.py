@@ -152,7 +152,7 @@ def memory(folder: Path, replay_args: list[str], env: dict[str, str], workers: s
 
 def memory_workers(option: str) -> list[str]:
     """The worker counts --memory measures: those of --workers, at least 2 (the controller of an xdist run)."""
-    return [str(max(2, int(count))) for count in option.split(",")]
+    return list(dict.fromkeys(str(max(2, int(count))) for count in option.split(",")))
 
 
 def sizes(folder: Path) -> None:

@@ -228,3 +228,41 @@ def test_an_answer_recorded_compressed_is_stored_decoded_and_one_without_encodin
     assert cassettes.before_record_response(compressed)["body"]["string"] == b'{"a": 1}'
     assert cassettes.before_record_response(compressed)["headers"] == {"Content-Type": ["application/json"]}
     assert cassettes.before_record_response(plain) == _answer('{"a": 1}')
+
+
+def test_when_imported_calls_back_on_each_load_through_whichever_finder_finds_the_module(tmp_path, monkeypatch):
+    """The finder that patches botocore once it loads: the module found by any other finder (here one of our own
+    after it in sys.meta_path), the callback run on every load (pytester's runs make a module load afresh), and a
+    callback of the same name registered again (its module imported afresh) replacing the stale one."""
+    import importlib.abc
+    import importlib.util
+    import sys
+
+    from personalens_testkit.replay import vcr_imports
+
+    class InMemory(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path, target=None):
+            return importlib.util.spec_from_loader(fullname, self) if fullname == "personalens_probe_mod" else None
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module.loads = getattr(module, "loads", 0) + 1
+
+    seen: list[str] = []
+
+    def make(tag):
+        def probe_loaded(module):
+            seen.append(tag)
+        return probe_loaded
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, InMemory()])
+    monkeypatch.setattr(vcr_imports, "_after", {})
+    vcr_imports.when_imported("personalens_probe_mod", make("stale"))
+    vcr_imports.when_imported("personalens_probe_mod", make("fresh"))  # the same qualified name: replaces it
+    import personalens_probe_mod  # noqa: F401
+    del sys.modules["personalens_probe_mod"]
+    import personalens_probe_mod  # noqa: F401,F811
+    del sys.modules["personalens_probe_mod"]
+    assert seen == ["fresh", "fresh"]

@@ -59,9 +59,11 @@ class IndexedCassette(Cassette):
 
     def only_records(self) -> bool:
         """Whether no request made now can be answered from this cassette: vcrpy would send each one and record
-        it (record mode ``all``, or a cassette with nothing loaded that plays nothing back twice)."""
-        return not self.write_protected and (self.record_mode == "all"
-                                             or not (self.rewound or self.allow_playback_repeats))
+        it (record mode ``all``, or a cassette with nothing loaded that plays nothing back twice) - a cassette of
+        :meth:`~personalens_testkit.replay.cassettes.Cassettes.use`, whose request filter builds the request it
+        stores (see :meth:`record_sent`)."""
+        return self._request_key is not None and not self.write_protected and (
+            self.record_mode == "all" or not (self.rewound or self.allow_playback_repeats))
 
     def record_sent(self, sent: Any, response: dict[str, Any]) -> None:
         """Record a request sent and its answer, as :meth:`append` does, for a caller that built both afresh
@@ -71,6 +73,8 @@ class IndexedCassette(Cassette):
         request = self._before_record_request(sent)
         if not request:
             return
+        if request is sent:  # a filter that keeps the request as it is: stored as vcrpy stores one
+            request = Request(sent.method, sent.uri, sent.body, sent.headers)
         response = self._before_record_response(response)
         if response is None:
             return

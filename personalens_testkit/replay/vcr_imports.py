@@ -29,8 +29,9 @@ NOT_FOR_VCR = frozenset({"aiohttp", "requests", "urllib3", "httplib2", "tornado"
 LATER = ("botocore.awsrequest", "_boto3")
 
 _state = threading.local()
-#: module name -> what to call with the module once it has loaded (:func:`when_imported`)
-_after: dict[str, list[Callable[[Any], None]]] = {}
+#: module name -> what to call with the module once it has loaded (:func:`when_imported`), by the callback's
+#: qualified name: a module imported afresh (pytester's in-process runs) replaces its stale callback
+_after: dict[str, dict[str, Callable[[Any], None]]] = {}
 
 
 @contextlib.contextmanager
@@ -54,12 +55,27 @@ class _VcrImports(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         if getattr(_state, "blocking", False) and top in NOT_FOR_VCR and top not in sys.modules and _by_vcrpy():
             raise ModuleNotFoundError(f"{fullname} is not imported for vcrpy's patches", name=fullname)
-        if fullname != "vcr.patch" and fullname not in _after:
+        if (fullname != "vcr.patch" and fullname not in _after) or getattr(_state, "finding", False):
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is not None and spec.loader is not None:
+        spec = _found_by_the_others(fullname, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _Wrapped(spec.loader, blocking=fullname == "vcr.patch")
         return spec
+
+
+def _found_by_the_others(fullname: str, path: Any, target: Any) -> importlib.machinery.ModuleSpec | None:
+    """The module's spec as the other finders in ``sys.meta_path`` find it (this finder, and any copy of it from
+    a module imported afresh, answers None meanwhile in this thread)."""
+    _state.finding = True
+    try:
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find is not None else None
+            if spec is not None:
+                return spec
+        return None
+    finally:
+        _state.finding = False
 
 
 def _by_vcrpy() -> bool:
@@ -80,6 +96,9 @@ class _Wrapped(importlib.abc.Loader):
         self.loader = loader
         self.blocking = blocking
 
+    def __getattr__(self, name: str) -> Any:  # the wrapped loader's other parts (source, resources)
+        return getattr(self.loader, name)
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         return self.loader.create_module(spec)
 
@@ -89,7 +108,7 @@ class _Wrapped(importlib.abc.Loader):
                 self.loader.exec_module(module)
             return
         self.loader.exec_module(module)
-        for callback in list(_after.get(module.__name__, ())):
+        for callback in list(_after.get(module.__name__, {}).values()):
             callback(module)
 
 
@@ -99,7 +118,7 @@ def when_imported(name: str, callback: Callable[[Any], None]) -> None:
     sys.modules and ``sys.meta_path`` back as they found them - a library first imported during such a run is
     then imported anew, and a finder added meanwhile is gone: the finder is put back here if it is)."""
     install_finder()
-    _after.setdefault(name, []).append(callback)
+    _after.setdefault(name, {})[f"{callback.__module__}.{callback.__qualname__}"] = callback
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
