@@ -8,9 +8,9 @@ builds its patches (:func:`~personalens_testkit.replay.router.install`), vcrpy's
 fail as if they were not installed - in that thread only, and only for a library none of which is imported
 yet (one partly there, and a library's own imports, go on as usual). The router patches none of them but
 botocore (:attr:`~personalens_testkit.replay.router.Router.skip_patchers`), nor the standard library's
-http.client, so a library imported later is built on the real classes; botocore is patched when it is first
-imported (:data:`LATER`, :func:`when_imported`), as vcrpy would have patched it. Installed with the ``replay`` package, before
-anything of vcrpy is imported.
+http.client, so a library imported later is built on the real classes; botocore is patched when it is
+imported (:data:`LATER`, :func:`when_imported`), as vcrpy would have patched it. Installed with the ``replay``
+package, before anything of vcrpy is imported.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ class _VcrImports(importlib.abc.MetaPathFinder):
 def _found_by_the_others(fullname: str, path: Any, target: Any) -> importlib.machinery.ModuleSpec | None:
     """The module's spec as the other finders in ``sys.meta_path`` find it (this finder, and any copy of it from
     a module imported afresh, answers None meanwhile in this thread)."""
+    before = getattr(_state, "finding", False)
     _state.finding = True
     try:
         for finder in list(sys.meta_path):
@@ -75,7 +76,7 @@ def _found_by_the_others(fullname: str, path: Any, target: Any) -> importlib.mac
                 return spec
         return None
     finally:
-        _state.finding = False
+        _state.finding = before
 
 
 def _by_vcrpy() -> bool:
@@ -97,6 +98,8 @@ class _Wrapped(importlib.abc.Loader):
         self.blocking = blocking
 
     def __getattr__(self, name: str) -> Any:  # the wrapped loader's other parts (source, resources)
+        if name == "loader":  # not set yet (a copy being made): not the wrapped loader's
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
