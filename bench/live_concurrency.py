@@ -10,9 +10,11 @@ Either way the run is also given ``--max-concurrency W``: a remote judge makes a
 six calls at once, and the cap keeps at most W calls in flight, so W lanes stay the comparison.
 
 Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
->= 0.8), sequential seconds and the speed-up (sequential / parallel; target >= 12). The
-scenarios are a deterministic slice of the sample (``--shard``), the dialogues capped at one
-turn, every call recorded to a throwaway cassette folder as in a real run.
+>= 0.8), where the time went (start-up, calls, finish), pytest's own share (:func:`ceiling`: this
+run's calls plus a bare pytest process's start-up and finish), sequential seconds and the
+speed-up (sequential / parallel; target >= 12). The scenarios are a deterministic slice of the
+sample (``--shard``), the dialogues capped at one turn, every call recorded to a throwaway
+cassette folder as in a real run.
 """
 
 from __future__ import annotations
@@ -42,17 +44,20 @@ def options(shard: str, tmp: Path) -> list[str]:
             "--cassette-dir", str(tmp / "cassettes"), "--results-dir", str(tmp / "results")]
 
 
+def spread(mode: str, workers: int) -> list[str]:
+    """W scenarios at once, and never more than W calls in flight (a judge's six calls go out together), so
+    the ideal of W lanes is the fair comparison."""
+    if mode == "both":
+        return ["-n", "2", "--concurrency", str(workers // 2), "--max-concurrency", str(workers)]
+    return ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
+
+
 def parallel(shard: str, workers: int, url: str, tmp: Path, mode: str) -> tuple[float, int, float]:
     env = {**ENV, "OPENAI_BASE_URL": url}
-    # W scenarios at once, and never more than W calls in flight (a judge's six calls go out
-    # together), so the ideal of W lanes is the fair comparison
-    if mode == "both":
-        spread = ["-n", "2", "--concurrency", str(workers // 2), "--max-concurrency", str(workers)]
-    else:
-        spread = ["-n" if mode == "xdist" else "--concurrency", str(workers), "--max-concurrency", str(workers)]
     began = time.time()
     status, output, wall, peaks = run_sampled(
-        [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread, *options(shard, tmp)],
+        [sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "-q", *spread(mode, workers),
+         *options(shard, tmp)],
         cwd=ROOT, env=env)
     match = re.search(r"(\d+) passed", output)
     if status != 0 or not match:
@@ -75,6 +80,39 @@ def phases(began: float, wall: float, arrivals: list[float], pings: int, delay: 
     busy = len(arrivals) * delay / (flowing * workers)
     return (f"phases: start-up {first - began:.1f} s, calls {flowing:.1f} s (lanes {busy:.0%} full), "
             f"finish {began + wall - last:.1f} s")
+
+
+def bare_process(arguments: list[str]) -> float:
+    """Wall seconds of a bare pytest process (the same interpreter and installed plugins, none of ours) that
+    runs one empty test spread as the run was (``-n``), median of 3: the start-up and finish any pytest run
+    pays, with no dataset, no model and no call."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "test_empty.py").write_text("def test_empty():\n    pass\n")
+        (Path(tmp) / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
+        xdist = arguments[:2] if arguments[0] == "-n" else []
+        walls = []
+        for _ in range(3):
+            status, output, wall, _peaks = run_sampled(
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *xdist, "test_empty.py"],
+                cwd=Path(tmp), env=ENV)
+            if status != 0:
+                raise SystemExit(f"the bare run failed:\n{output[-2000:]}")
+            walls.append(wall)
+    return sorted(walls)[1]
+
+
+def ceiling(arrivals: list[float], pings: int, delay: float, ideal: float, bare: float) -> str:
+    """This run's calls (from the first call of a case to the last answer) plus a bare pytest process's
+    start-up and finish: the efficiency of a run whose plugin cost nothing beyond pytest's own start and end -
+    a ceiling where the calls cannot start before the process is up (``--concurrency``, ``-n 2``), a reference
+    where later workers start while the first ones call (``-n 16`` on 2 cores) - and what an efficiency goal
+    of 0.90 / 0.85 leaves for start-up and finish together after these calls."""
+    arrivals = sorted(arrivals)[pings:]
+    flowing = arrivals[-1] + delay - arrivals[0]
+    room = ", ".join(f"{goal:.2f}: {ideal / goal - flowing:.1f} s" for goal in (0.90, 0.85))
+    return (f"pytest's own share: the calls {flowing:.1f} s (efficiency {ideal / flowing:.2f} with no start-up or "
+            f"finish) + a bare pytest process spread the same way, one empty test, {bare:.1f} s = efficiency "
+            f"{ideal / (flowing + bare):.2f}; an efficiency goal leaves start-up and finish together ({room})")
 
 
 def sequential(shard: str, url: str, tmp: Path) -> tuple[float, int]:
@@ -122,6 +160,8 @@ def main() -> int:
             args.mode, f"--concurrency {args.workers}")
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         print(phases(began, wall, fake.arrivals, len(fake.pings), args.delay, args.workers))
+        bare = bare_process(spread(args.mode, args.workers))
+        print(ceiling(fake.arrivals, len(fake.pings), args.delay, ideal, bare))
         if not args.skip_sequential:
             before = len(fake.requests)
             seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))

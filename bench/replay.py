@@ -38,10 +38,11 @@ FAKE_SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-
               "--assistant-model", "openai:fake-bot"]
 
 BARE_TEST = '''
-import json, lzma, pathlib
+import json, lzma, os, pathlib
 import pytest
 
 FILES = sorted(pathlib.Path({folder!r}).glob("*.json.xz"))
+FILES = FILES[:len(FILES) // int(os.environ.get("BARE_SHARE", "1"))]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
@@ -115,11 +116,13 @@ def memory(folder: Path, replay_args: list[str], env: dict[str, str], workers: s
     """The xdist controller's peak RSS replaying an eighth of the cassettes and all of them (-n ``workers``): the
     memory it holds per case, and what that comes to at the full upstream dataset's 122,133 scenarios. Beside it,
     from runs of their own, the Python heap the controller holds when the cases are done, before the end of the
-    run builds the report (tracemalloc in the controller only): the growth a case without the allocator's noise."""
+    run builds the report (tracemalloc in the controller only): the growth a case without the allocator's noise.
+    And the floor: the controller of a bare pytest run (the bare cases of :func:`measure`, as many, as many
+    workers), which holds what pytest and xdist keep a case with no plugin of ours."""
     sys.path.insert(0, str(ROOT / "bench"))
     from rss import run_sampled  # the same sampling as bench/rss.py
 
-    found: dict[str, list[tuple[int, float]]] = {"rss": [], "heap": []}
+    found: dict[str, list[tuple[int, float]]] = {"rss": [], "heap": [], "bare": []}
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "probe").mkdir()
         (Path(tmp) / "probe" / "heap_probe.py").write_text(HEAP_PROBE)
@@ -143,7 +146,18 @@ def memory(folder: Path, replay_args: list[str], env: dict[str, str], workers: s
                 found[kind].append((cases, int((Path(tmp) / "heap.txt").read_text()) / 2**20))
                 print(f"replay of {cases:,} cases (-n {workers}): controller's Python heap when the cases are done "
                       f"{found[kind][-1][1]:.1f} MB")
-    for kind, what in (("rss", "peak RSS"), ("heap", "heap when the cases are done")):
+        (Path(tmp) / "bare").mkdir()
+        (Path(tmp) / "bare" / "test_bare.py").write_text(BARE_TEST.format(folder=str(folder)))
+        (Path(tmp) / "bare" / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
+        for share in ("8", "1"):  # pytest and xdist alone: the bare cases, the same number, the same workers
+            command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_bare.py", "-n", workers]
+            status, output, wall, peaks = run_sampled(command, cwd=Path(tmp) / "bare", env={**ENV, "BARE_SHARE": share})
+            if status != 0 or not passed(output):
+                raise SystemExit(f"the bare run failed:\n{output[-2000:]}")
+            found["bare"].append((passed(output), peaks[next(iter(peaks))][1] / 1024))
+            print(f"bare run of {found['bare'][-1][0]:,} cases (-n {workers}): controller peak RSS "
+                  f"{found['bare'][-1][1]:.0f} MB, {wall:.1f} s")
+    for kind, what in (("rss", "peak RSS"), ("heap", "heap when the cases are done"), ("bare", "bare pytest, peak RSS")):
         (few, low), (many, high) = found[kind]
         per_case = (high - low) * 1024 / (many - few)
         print(f"controller ({what}, -n {workers}): {per_case:.2f} KB more a case; at 122,133 cases: "

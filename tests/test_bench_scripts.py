@@ -28,6 +28,8 @@ def test_replay_memory_bench_small():
     out = bench("bench/replay.py", "--synthesise", "24", "--memory", "--workers", "2")
     assert re.search(r"controller \(peak RSS, -n 2\): -?[\d.]+ KB more a case; at 122,133 cases: -?\d+ MB", out), out
     assert re.search(r"controller \(heap when the cases are done, -n 2\): -?[\d.]+ KB more a case", out), out
+    assert re.search(r"bare run of \d+ cases \(-n 2\): controller peak RSS \d+ MB", out), out
+    assert re.search(r"controller \(bare pytest, peak RSS, -n 2\): -?[\d.]+ KB more a case; at 122,133 cases", out), out
 
 
 def test_report_memory_bench_small():
@@ -47,6 +49,9 @@ def test_live_concurrency_bench_small():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
     assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out
     assert re.search(r"phases: start-up [\d.]+ s, calls [\d.]+ s \(lanes \d+% full\), finish [\d.]+ s", out), out
+    found = re.search(r"pytest's own share: the calls ([\d.]+) s \(efficiency [\d.]+ with no start-up or finish\) \+ a "
+                      r"bare pytest process spread the same way, one empty test, ([\d.]+) s = efficiency ([\d.]+)", out)
+    assert found and float(found.group(2)) > 0, out
 
 
 def test_call_overhead_bench_small():
@@ -59,6 +64,12 @@ def test_live_concurrency_bench_reports_each_xdist_worker():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01", "--mode", "xdist",
                 "--skip-sequential")
     assert "xdist worker: 2 processes, peak RSS" in out and "efficiency" in out
+
+
+def test_pytest_floor_bench_small():
+    out = bench("bench/pytest_floor.py", "--cases", "40", "--workers", "2")
+    assert re.search(r"bare pytest, 40 empty cases, -n 2: \d+ s", out), out
+    assert "the command: 1 process, peak RSS" in out and "xdist worker: 2 processes" in out, out
 
 
 def test_rss_bench_measures_a_command_and_its_children():
