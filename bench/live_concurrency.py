@@ -10,7 +10,7 @@ Either way the run is also given ``--max-concurrency W``: a remote judge makes a
 six calls at once, and the cap keeps at most W calls in flight, so W lanes stay the comparison.
 
 Prints calls, ideal seconds, parallel seconds, parallel efficiency (ideal / parallel; target
->= 0.8), where the time went (start-up, calls, finish), pytest's own share (:func:`ceiling`: this
+>= 0.8), where the time went (start-up, calls, finish), pytest's own share (:func:`pytest_share`: this
 run's calls plus a bare pytest process's start-up and finish), sequential seconds and the
 speed-up (sequential / parallel; target >= 12). The scenarios are a deterministic slice of the
 sample (``--shard``), the dialogues capped at one turn, every call recorded to a throwaway
@@ -101,7 +101,7 @@ def bare_process(arguments: list[str]) -> float:
     return sorted(walls)[1]
 
 
-def ceiling(arrivals: list[float], pings: int, delay: float, ideal: float, bare: float) -> str:
+def pytest_share(arrivals: list[float], pings: int, delay: float, ideal: float, bare: float) -> str:
     """This run's calls (from the first call of a case to the last answer) plus a bare pytest process's
     start-up and finish: the efficiency of a run whose plugin cost nothing beyond pytest's own start and end -
     a ceiling where the calls cannot start before the process is up (``--concurrency``, ``-n 2``), a reference
@@ -161,7 +161,7 @@ def main() -> int:
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         print(phases(began, wall, fake.arrivals, len(fake.pings), args.delay, args.workers))
         bare = bare_process(spread(args.mode, args.workers))
-        print(ceiling(fake.arrivals, len(fake.pings), args.delay, ideal, bare))
+        print(pytest_share(fake.arrivals, len(fake.pings), args.delay, ideal, bare))
         if not args.skip_sequential:
             before = len(fake.requests)
             seq_wall, seq_cases = sequential(shard, fake.url, Path(tmp))

@@ -75,15 +75,21 @@ def synthesise(count: int, cassette_dir: Path, results: Path, url: str) -> int:
     return recorded
 
 
+def bare_cases(folder: Path, tmp: Path) -> Path:
+    """A folder of its own holding the bare cases (:data:`BARE_TEST`) for the cassettes in ``folder``."""
+    bare_dir = tmp / "bare"
+    bare_dir.mkdir()
+    (bare_dir / "test_bare.py").write_text(BARE_TEST.format(folder=str(folder)))
+    (bare_dir / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
+    return bare_dir
+
+
 def measure(folder: Path, replay_args: list[str], workers: str, repeat: int, env: dict[str, str]) -> list[float]:
     files = sorted(folder.glob("*.json.xz"))
     xdist = ["-n", workers] if workers != "0" else []
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
-        bare_dir = Path(tmp) / "bare"
-        bare_dir.mkdir()
-        (bare_dir / "test_bare.py").write_text(BARE_TEST.format(folder=str(folder)))
-        (bare_dir / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
+        bare_dir = bare_cases(folder, Path(tmp))
         print(f"{'run':8} {'replay s':>9} {'bare s':>8} {'ratio':>6}  (N = {len(files)} scenarios, workers {workers})")
         for attempt in range(1, repeat + 1):
             replay_s, out = run_pytest([*replay_args, "--results-dir", str(Path(tmp) / "results"), *xdist], ROOT, env)
@@ -146,12 +152,10 @@ def memory(folder: Path, replay_args: list[str], env: dict[str, str], workers: s
                 found[kind].append((cases, int((Path(tmp) / "heap.txt").read_text()) / 2**20))
                 print(f"replay of {cases:,} cases (-n {workers}): controller's Python heap when the cases are done "
                       f"{found[kind][-1][1]:.1f} MB")
-        (Path(tmp) / "bare").mkdir()
-        (Path(tmp) / "bare" / "test_bare.py").write_text(BARE_TEST.format(folder=str(folder)))
-        (Path(tmp) / "bare" / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
+        bare_dir = bare_cases(folder, Path(tmp))
         for share in ("8", "1"):  # pytest and xdist alone: the bare cases, the same number, the same workers
             command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_bare.py", "-n", workers]
-            status, output, wall, peaks = run_sampled(command, cwd=Path(tmp) / "bare", env={**ENV, "BARE_SHARE": share})
+            status, output, wall, peaks = run_sampled(command, cwd=bare_dir, env={**ENV, "BARE_SHARE": share})
             if status != 0 or not passed(output):
                 raise SystemExit(f"the bare run failed:\n{output[-2000:]}")
             found["bare"].append((passed(output), peaks[next(iter(peaks))][1] / 1024))
