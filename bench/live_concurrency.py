@@ -4,6 +4,7 @@
 loop over the same scenarios in one process, one call after another (the upstream benchmark's way).
 
     python bench/live_concurrency.py [--scenarios 96] [--workers 16] [--delay 0.2] [--mode threads|xdist|both]
+        [--bare-runs 3]
     (both: -n 2 processes, each with --concurrency workers/2)
 
 Either way the run is also given ``--max-concurrency W``: a remote judge makes a dialogue's
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -82,23 +84,23 @@ def phases(began: float, wall: float, arrivals: list[float], pings: int, delay: 
             f"finish {began + wall - last:.1f} s")
 
 
-def bare_process(arguments: list[str]) -> float:
+def bare_process(arguments: list[str], runs: int) -> float:
     """Wall seconds of a bare pytest process (the same interpreter and installed plugins, none of ours) that
-    runs one empty test spread as the run was (``-n``), median of 3: the start-up and finish any pytest run
-    pays, with no dataset, no model and no call."""
+    runs one empty test spread as the run was (``-n``), the median of ``runs``: the start-up and finish any
+    pytest run pays, with no dataset, no model and no call."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "test_empty.py").write_text("def test_empty():\n    pass\n")
         (Path(tmp) / "pytest.ini").write_text("[pytest]\naddopts = -p no:deepeval\n")
         xdist = arguments[:2] if arguments[0] == "-n" else []
         walls = []
-        for _ in range(3):
+        for _ in range(runs):
             status, output, wall, _peaks = run_sampled(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *xdist, "test_empty.py"],
                 cwd=Path(tmp), env=ENV)
             if status != 0:
                 raise SystemExit(f"the bare run failed:\n{output[-2000:]}")
             walls.append(wall)
-    return sorted(walls)[1]
+    return statistics.median(walls)
 
 
 def pytest_share(arrivals: list[float], pings: int, delay: float, ideal: float, bare: float) -> str:
@@ -148,6 +150,7 @@ def main() -> int:
                         help="threads: --concurrency W in one process; xdist: -n W worker processes; "
                              "both: -n 2 processes with --concurrency W/2 each")
     parser.add_argument("--skip-sequential", action="store_true")
+    parser.add_argument("--bare-runs", type=int, default=3, help="runs of the bare pytest process (their median)")
     args = parser.parse_args()
     shard = f"1/{max(1, 3283 // args.scenarios)}"
     with tempfile.TemporaryDirectory() as tmp, FakeLLM(Script(terminate_after=1, delay_s=args.delay)) as fake:
@@ -160,7 +163,7 @@ def main() -> int:
             args.mode, f"--concurrency {args.workers}")
         print(f"parallel ({how}): {wall:.1f} s; ideal {ideal:.1f} s; efficiency {ideal / wall:.2f} (target >= 0.8)")
         print(phases(began, wall, fake.arrivals, len(fake.pings), args.delay, args.workers))
-        bare = bare_process(spread(args.mode, args.workers))
+        bare = bare_process(spread(args.mode, args.workers), args.bare_runs)
         print(pytest_share(fake.arrivals, len(fake.pings), args.delay, ideal, bare))
         if not args.skip_sequential:
             before = len(fake.requests)

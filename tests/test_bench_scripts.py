@@ -46,7 +46,7 @@ def test_full_replay_bench_small(tmp_path):
 
 
 def test_live_concurrency_bench_small():
-    out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01")
+    out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01", "--bare-runs", "1")
     assert "efficiency" in out and "speed-up" in out and "peak RSS: the command: 1 process" in out
     assert re.search(r"phases: start-up [\d.]+ s, calls [\d.]+ s \(lanes \d+% full\), finish [\d.]+ s", out), out
     found = re.search(r"pytest's own share: the calls ([\d.]+) s \(efficiency [\d.]+ with no start-up or finish\) \+ a "
@@ -62,7 +62,7 @@ def test_call_overhead_bench_small():
 
 def test_live_concurrency_bench_reports_each_xdist_worker():
     out = bench("bench/live_concurrency.py", "--scenarios", "4", "--workers", "2", "--delay", "0.01", "--mode", "xdist",
-                "--skip-sequential")
+                "--skip-sequential", "--bare-runs", "1")
     assert "xdist worker: 2 processes, peak RSS" in out and "efficiency" in out
 
 
