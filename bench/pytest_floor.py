@@ -30,7 +30,7 @@ import pytest
 DOMAINS = ["Alarm", "Books", "Buses", "Calendar", "Events", "Finance", "Flights", "Games", "Hotels", "Media",
            "Messaging", "Movies", "Music", "Rental Cars", "Restaurants", "Services", "Shopping", "Sports", "Train",
            "Travel"]
-IDS = [f"user{i // 80}-SD-{DOMAINS[i % 20]}-task-{i % 4 + 1}" for i in range(int(os.environ["FLOOR_CASES"]))]
+IDS = [f"user{i // 80}-SD-{DOMAINS[i % 20]}-task-{i // 20 % 4 + 1}" for i in range(int(os.environ["FLOOR_CASES"]))]
 
 
 @pytest.mark.parametrize("scenario", IDS)
