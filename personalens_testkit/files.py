@@ -18,6 +18,7 @@ import errno
 import lzma
 import os
 import tempfile
+import threading
 from typing import Iterable
 from pathlib import Path
 
@@ -39,8 +40,11 @@ def write_bytes_atomically(path: Path, data: bytes | Iterable[bytes]) -> None:
     pieces in order (a big file written without holding it whole)."""
     tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            fd, tmp = _new_temporary(path)
+        except FileNotFoundError:  # no folder yet
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = _new_temporary(path)
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             if isinstance(data, bytes):
@@ -57,6 +61,23 @@ def write_bytes_atomically(path: Path, data: bytes | Iterable[bytes]) -> None:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: what names this process's temporary files apart from those of another process with the same number
+_PROCESS_TOKEN = os.urandom(4).hex()
+
+
+def _new_temporary(path: Path) -> tuple[int, str]:
+    """A new file beside ``path`` (open for writing) and its name: named for this process and thread, which write
+    one file at a time (mkstemp's random names cost more than the rest of a small file's write); mkstemp's where
+    that name is taken (a file left by a process killed mid-write) or too long."""
+    name = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{_PROCESS_TOKEN}-{threading.get_ident()}.tmp"
+    try:
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), name
+    except OSError as exc:
+        if not isinstance(exc, FileExistsError) and exc.errno != errno.ENAMETOOLONG:
+            raise
+    return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
 
 
 def write_atomically(path: Path, text: str) -> None:

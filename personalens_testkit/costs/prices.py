@@ -24,7 +24,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from functools import lru_cache
 from importlib import resources
@@ -70,10 +70,19 @@ class PriceTable:
     """Prices by model id (or by whole spec, where the config keys one so)."""
 
     entries: Mapping[str, Price]
+    #: specs looked up so far (a run's report prices each of its calls: a few specs, many times)
+    _found: dict[str, Price | None] = field(default_factory=dict, compare=False, repr=False)
 
     def lookup(self, spec: str) -> Price | None:
         """The price of the model a spec names, or None: cost unknown."""
-        return next((self.entries[name] for name in candidates(spec) if name in self.entries), None)
+        try:
+            return self._found[spec]
+        except KeyError:
+            pass
+        found = next((self.entries[name] for name in candidates(spec) if name in self.entries), None)
+        if len(self._found) < 1024:
+            self._found[spec] = found
+        return found
 
     def __contains__(self, spec: object) -> bool:
         return isinstance(spec, str) and self.lookup(spec) is not None

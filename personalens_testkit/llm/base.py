@@ -12,9 +12,10 @@ Role = Literal["system", "user", "assistant"]
 #: What a call is for (the role that makes it); the embedded backend sizes its answers by it.
 Purpose = CallRole
 
-#: A source of recorded answers, given by the run when it replays (``(method, url, body)`` -> vcrpy's
-#: response dict, or None to send the request): the replay layer plugs in here, under an HTTP backend's client.
-AnswerSource = Callable[[str, str, bytes], "dict[str, Any] | None"]
+#: A source of recorded answers, given by the run when it replays (``(method, url, body, payload)`` -> vcrpy's
+#: response dict, or None to send the request; ``payload``: the JSON value ``body`` encodes, or None where the
+#: body is not JSON of the caller's): the replay layer plugs in here, under an HTTP backend's client.
+AnswerSource = Callable[[str, str, bytes, Any], "dict[str, Any] | None"]
 
 
 @dataclass(frozen=True)

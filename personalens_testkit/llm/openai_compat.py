@@ -96,9 +96,10 @@ class OpenAICompatibleChat:
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         # encoded as httpx encodes ``json=``: the bytes on the wire are the same
-        body = json.dumps(self.payload(request), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        payload = self.payload(request)
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         # a replay reads the cassette's answer without building an HTTP request (see AnswerSource)
-        recorded = self._answers("POST", f"{self.base_url}/chat/completions", body) if self._answers else None
+        recorded = self._answers("POST", f"{self.base_url}/chat/completions", body, payload) if self._answers else None
         if recorded is not None:
             status, content = recorded["status"]["code"], recorded["body"]["string"]
         else:

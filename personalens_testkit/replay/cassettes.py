@@ -90,13 +90,15 @@ class Cassettes:
             headers[CALL_HEADER] = f"{site.role};{site.label};{site.turn}"
         return Request(request.method, uri, body, headers)
 
-    def request_key(self, method: str, uri: str, body: bytes) -> tuple[str, str, bytes] | None:
+    def request_key(self, method: str, uri: str, body: bytes, payload: Any = None) -> tuple[str, str, bytes] | None:
         """What :meth:`before_record_request` keeps of a request that matters to matching (method,
-        address, body), without building it; None for a request that is never recorded."""
+        address, body), without building it; None for a request that is never recorded. ``payload``: the
+        JSON value ``body`` was encoded from, when the caller has it (None: not known; the body is read)."""
         if self._bot_traffic(uri, CURRENT_CALL.get()):
             return None
         # not through the memo: a replayed call's body comes once, the memo serves vcrpy's repeated filtering
-        return method, address(normalise_uri(uri)), scrub_body(body, self.secrets) or b""
+        scrubbed = scrub_body(body, self.secrets) if payload is None else scrub_body(body, self.secrets, parsed=payload)
+        return method, address(normalise_uri(uri)), scrubbed or b""
 
     def never_recorded(self, uri: str) -> bool:
         """Whether a request to ``uri``, made now, is never recorded nor replayed (the bot's own traffic): it is

@@ -35,9 +35,9 @@ def raw_key(request: Any) -> tuple[str, str, bytes]:
 
 
 class IndexedCassette(Cassette):
-    def __init__(self, *args: Any, request_key: Callable[[str, str, bytes], Any] | None = None,
+    def __init__(self, *args: Any, request_key: Callable[[str, str, bytes, Any], Any] | None = None,
                  never_recorded: Callable[[str], bool] | None = None, **kwargs: Any) -> None:
-        """``request_key(method, uri, body)``: the raw key of a request as ``before_record_request``
+        """``request_key(method, uri, body, payload)``: the raw key of a request as ``before_record_request``
         would filter it (None: a request it drops), for :meth:`replay_answer`'s look-up;
         ``never_recorded(uri)``: whether a request made now is one ``before_record_request`` drops, told
         from its address alone (see :meth:`passes_through`)."""
@@ -146,13 +146,13 @@ class IndexedCassette(Cassette):
             and (self.rewound or self.allow_playback_repeats)
         )
 
-    def replay_answer(self, method: str, uri: str, body: bytes) -> dict[str, Any] | None:
+    def replay_answer(self, method: str, uri: str, body: bytes, payload: Any = None) -> dict[str, Any] | None:
         """The recorded response to a request if this cassette only replays (see
         :func:`~personalens_testkit.replay.router.recorded_answer`); a miss raises vcrpy's own error."""
         if not self.write_protected:
             return None
         if self._request_key is not None:
-            key = self._request_key(method, uri, body)
+            key = self._request_key(method, uri, body, payload)
             if key is None:
                 return None
             for index in self._index.get(key, ()):

@@ -79,17 +79,18 @@ class Router:
 ROUTER = Router()
 
 
-def recorded_answer(method: str, uri: str, body: bytes) -> dict[str, Any] | None:
+def recorded_answer(method: str, uri: str, body: bytes, payload: Any = None) -> dict[str, Any] | None:
     """The recorded response (vcrpy's dict) to a request, when this thread's cassette only replays.
 
     A short cut past the HTTP client for clients that know their request's method, address
     and body before sending it: the same matching, play counts and misses as vcrpy's
     patches, without building the HTTP request. None: send it (no cassette, a recording,
-    or a call that is never recorded, such as a bot's own traffic).
+    or a call that is never recorded, such as a bot's own traffic). ``payload``: the JSON value
+    the caller encoded ``body`` from (None: not known), so that it is not parsed again.
     """
     active = ACTIVE.get()
     answer = getattr(active, "replay_answer", None)
-    return answer(method, uri, body) if answer is not None else None
+    return answer(method, uri, body, payload) if answer is not None else None
 
 
 def install() -> None:

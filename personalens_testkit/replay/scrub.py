@@ -16,6 +16,7 @@ Matching a request with a recorded one is :mod:`.matching`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Iterable, Mapping
@@ -34,17 +35,18 @@ _SECRET_NAME = re.compile(
     r"client[_-]?secret|password|passwd|authorization|signature|sig|credential|x-amz-[a-z-]+)$",
     re.IGNORECASE,
 )
-#: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them)
 #: how a JSON key that matches _SECRET_NAME ends (a cheap test on the raw bytes before parsing them; substring
 #: searches: a case-insensitive regex with these alternatives cost nine times as much on a prompt)
 _SECRET_KEY_ENDINGS = (b'key"', b'token"', b'secret"', b'password"', b'passwd"', b'authorization"', b'signature"',
                        b'sig"', b'credential"', b"x-amz-")
 
 
+@functools.lru_cache(maxsize=1024)
 def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+@functools.lru_cache(maxsize=256)  # a run calls a few addresses, each many times
 def normalise_uri(uri: str) -> str:
     parts = urlsplit(uri)
     host = (parts.hostname or "").lower()
@@ -62,26 +64,53 @@ def normalise_uri(uri: str) -> str:
 
 def _redact_json(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: (REDACTED if is_secret_name(str(k)) and isinstance(v, (str, int)) else _redact_json(v))
-                for k, v in value.items()}
-    if isinstance(value, list):
+        return {k: (REDACTED if _secret_field(k, v) else _redact_json(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # a tuple: as json.dumps writes it (a list)
         return [_redact_json(v) for v in value]
     return value
 
 
-def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]]) -> bytes | None:
-    """A request body without secrets: JSON fields named like secrets redacted, known secret values replaced."""
+def _secret_field(key: Any, value: Any) -> bool:
+    return isinstance(value, (str, int)) and is_secret_name(str(key))
+
+
+_NESTED = (dict, list, tuple)
+
+
+def _has_secret_field(value: Any) -> bool:
+    """Whether :func:`_redact_json` would redact anything in ``value`` (a walk without building a copy)."""
+    waiting = [value]
+    while waiting:
+        item = waiting.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(inner, _NESTED):
+                    waiting.append(inner)
+                elif isinstance(inner, (str, int)) and is_secret_name(str(key)):
+                    return True
+        elif isinstance(item, (list, tuple)):
+            waiting += [inner for inner in item if isinstance(inner, _NESTED)]
+    return False
+
+
+_UNPARSED = object()
+
+
+def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, parsed: Any = _UNPARSED) -> bytes | None:
+    """A request body without secrets: JSON fields named like secrets redacted, known secret values replaced.
+    ``parsed``: the JSON value the caller encoded ``body`` from (a client's payload), so that it is not parsed again."""
     if body is None:
         return None
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-    parsed = None
-    lowered = data.lower()
-    if any(ending in lowered for ending in _SECRET_KEY_ENDINGS):  # else no key is named like a secret
-        try:
-            parsed = json.loads(data)
-        except ValueError:
-            pass
-    if isinstance(parsed, (dict, list)):
+    if parsed is _UNPARSED:
+        parsed = None
+        lowered = data.lower()
+        if any(ending in lowered for ending in _SECRET_KEY_ENDINGS):  # else no key is named like a secret
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                pass
+    if isinstance(parsed, (dict, list)) and _has_secret_field(parsed):
         redacted = _redact_json(parsed)
         if redacted != parsed:
             data = json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

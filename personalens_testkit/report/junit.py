@@ -19,33 +19,58 @@ SUITES = {"sd": "test_single_domain", "md": "test_multi_domain"}
 RUN_SUITE = "personalens_run"
 
 
-def _case(report: RunReport, row: Any, suite_name: str, verdict: str) -> ET.Element:
-    case = ET.Element("testcase", classname=f"suites.{suite_name}", name=row.case_id, time=f"{row.seconds:.3f}")
-    props = ET.SubElement(case, "properties")
-    ET.SubElement(props, "property", name="verdict", value=verdict)
+#: an element as :func:`_xml` writes it: tag, attributes in order, text (None: none), children
+Element = tuple[str, list[tuple[str, str]], "str | None", list["Element"]]
+
+
+def _case(report: RunReport, row: Any, suite_name: str, verdict: str) -> Element:
+    props: list[Element] = [("property", [("name", "verdict"), ("value", verdict)], None, [])]
     if row.expected is not None:
-        ET.SubElement(props, "property", name="expected", value=row.expected)
+        props.append(("property", [("name", "expected"), ("value", row.expected)], None, []))
     for metric in METRICS:
         if row.scores is not None:
-            ET.SubElement(props, "property", name=metric.name, value=str(row.score(metric.name)).lower())
+            props.append(("property", [("name", metric.name), ("value", str(row.score(metric.name)).lower())], None, []))
     for key in ("turns", "termination", "assistant", "judge_model", "user_model", "cassette"):
         if getattr(row, key) is not None:
-            ET.SubElement(props, "property", name=key, value=str(getattr(row, key)))
+            props.append(("property", [("name", key), ("value", str(getattr(row, key)))], None, []))
+    children: list[Element] = [("properties", [], None, props)]
     missed = "; ".join(f"{s.metric} {s.value} below {s.floor}" for s in row.shortfalls)
     cause = row.error.message if row.error is not None else ""
     if verdict == "regression" and row.status == "error":
-        ET.SubElement(case, "error", message=cause, type=row.error.kind if row.error else "error").text = cause
+        children.append(("error", [("message", cause), ("type", row.error.kind if row.error else "error")], cause, []))
     elif verdict == "regression":
         text = missed or "did not reproduce its recorded result"
-        ET.SubElement(case, "failure", message=text).text = text
+        children.append(("failure", [("message", text)], text, []))
     elif verdict == "expected failure":
-        ET.SubElement(case, "skipped", type="pytest.xfail",
-                      message=f"expected failure ({row.expected}): {missed or cause}")
+        children.append(("skipped", [("type", "pytest.xfail"),
+                                     ("message", f"expected failure ({row.expected}): {missed or cause}")], None, []))
     elif verdict == "not scored":
-        ET.SubElement(case, "skipped", message=f"not scored (infrastructure): {cause}")
+        children.append(("skipped", [("message", f"not scored (infrastructure): {cause}")], None, []))
     elif verdict == "reply changed":
-        ET.SubElement(case, "skipped", message=f"not scored: {cause}")
-    return case
+        children.append(("skipped", [("message", f"not scored: {cause}")], None, []))
+    attributes = [("classname", f"suites.{suite_name}"), ("name", row.case_id), ("time", f"{row.seconds:.3f}")]
+    return ("testcase", attributes, None, children)
+
+
+_ATTRIBUTE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;",
+                            "\t": "&#09;"})
+_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def _xml(element: Element, level: int) -> str:
+    """An element as ElementTree writes it ``level`` deep in a document indented by ``ET.indent`` (two spaces a
+    level), from its line break on: the same bytes, a case's worth of strings instead of a tree (a run's JUnit
+    file has one a case)."""
+    tag, attributes, text, children = element
+    head = "<" + tag + "".join(f' {name}="{value.translate(_ATTRIBUTE)}"' for name, value in attributes)
+    if children:
+        inner = "".join(_xml(child, level + 1) for child in children)
+        if text and text.strip():  # ET.indent keeps a text that is not only white space
+            inner = text.translate(_TEXT) + inner[inner.index("<"):]
+        return "\n" + "  " * level + head + ">" + inner + "\n" + "  " * level + "</" + tag + ">"
+    if text:
+        return "\n" + "  " * level + head + ">" + text.translate(_TEXT) + "</" + tag + ">"
+    return "\n" + "  " * level + head + " />"
 
 
 def _nested(element: ET.Element, level: int) -> str:
@@ -66,7 +91,7 @@ def _suite(report: RunReport, kind: str, suite_name: str) -> Iterator[str]:
                      skipped=str(sum(v in ("expected failure", "not scored", "reply changed") for _, v in members)))
     yield "\n  " + ET.tostring(tag, encoding="unicode").removesuffix(" />") + ">"
     for row, verdict in members:
-        yield _nested(_case(report, row, suite_name, verdict), 2)
+        yield _xml(_case(report, row, suite_name, verdict), 2)
     yield "\n  </testsuite>"
 
 

@@ -47,6 +47,8 @@ class ResultsWriter:
         self._file: IO[bytes] | None = None
         self.count = 0
         self._largest = 0
+        #: where the room reserved so far ends (0: none)
+        self._reserved_to = 0
         #: set when the rows written so far are safe but there is no room reserved for another
         self.out_of_room: StorageError | None = None
         #: a digest of each line written: the run's report reads back only these (a line something else appended
@@ -60,6 +62,7 @@ class ResultsWriter:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing pending
+            self._reserved_to = 0
         except OSError as exc:
             raise StorageError(self.path, exc) from exc
         self._reserve()
@@ -93,16 +96,25 @@ class ResultsWriter:
             self.out_of_room = exc
 
     def _reserve(self) -> None:
+        """``room`` reserved past the end of the file. Only the part not reserved by the last call is asked for (the
+        same blocks: the call fails exactly when the old one, which asked for the whole room again, failed), so
+        the system looks at a row's worth of blocks, not at a megabyte's, at every row."""
         assert self._file is not None
         room = max(self.MIN_RESERVE, 4 * self._largest)
+        end = self._file.tell()
+        start = max(end, self._reserved_to)
+        if start >= end + room:
+            return
         try:
-            reserve(self._file.fileno(), self._file.tell(), room)
+            reserve(self._file.fileno(), start, end + room - start)
         except OSError as exc:
             raise StorageError(self.path, exc) from exc
+        self._reserved_to = end + room
 
     def _cut(self, end: int) -> None:
         """Drop whatever part of a failed row reached the file."""
         assert self._file is not None
+        self._reserved_to = 0  # a cut frees the room reserved past the end too
         with contextlib.suppress(OSError):
             self._file.truncate(end)
             self._file.seek(end)

@@ -1,0 +1,143 @@
+"""The faster paths of a replay and of a run's end say exactly what the slower ones they replaced said: the JUnit
+case written as strings, the request body scrubbed from the client's payload, a cassette read without the bytes
+hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed name."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from personalens_testkit import files
+from personalens_testkit.costs.prices import PriceTable, shipped_prices
+from personalens_testkit.replay.scrub import REDACTED, scrub_body
+from personalens_testkit.replay.store import JsonBytesSerializer
+from personalens_testkit.report.junit import _xml
+from personalens_testkit.results.files import ResultsWriter
+
+# -- the JUnit case: ElementTree's bytes --------------------------------------------------------------
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(["", " ", "\n  ", "a&b<c>\"d'"])
+NAMES = st.sampled_from(["testcase", "properties", "property", "failure", "skipped", "error"])
+ATTRIBUTES = st.lists(st.tuples(st.sampled_from(["name", "value", "message", "type", "time"]), TEXT),
+                      max_size=3, unique_by=lambda pair: pair[0])
+ELEMENTS = st.recursive(
+    st.tuples(NAMES, ATTRIBUTES, st.none() | TEXT, st.just([])),
+    lambda children: st.tuples(NAMES, ATTRIBUTES, st.none() | TEXT, st.lists(children, min_size=1, max_size=3)),
+    max_leaves=8,
+)
+
+
+def _tree(element):
+    tag, attributes, text, children = element
+    node = ET.Element(tag, dict(attributes))
+    node.text = text
+    node.extend(_tree(child) for child in children)
+    return node
+
+
+@settings(max_examples=300, deadline=None)
+@given(ELEMENTS, st.integers(0, 3))
+def test_a_junit_case_is_written_as_elementtree_writes_it_indented(element, level):
+    tree = _tree(element)
+    ET.indent(tree, level=level)
+    assert _xml(element, level) == "\n" + "  " * level + ET.tostring(tree, encoding="unicode")
+
+
+# -- a request body scrubbed from its payload -----------------------------------------------------------
+
+KEYS = st.sampled_from(["model", "messages", "content", "role", "api_key", "token", "x-amz-date", "Password",
+                        "max_tokens", "key", "keys", "secret_sauce"])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["", "a", "key\": 1", REDACTED, "tok"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, JSON, max_size=5))
+def test_a_body_scrubbed_from_its_payload_is_the_body_scrubbed_from_its_bytes(payload):
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    secrets = [("OPENAI_API_KEY", "tok")]
+    assert scrub_body(body, secrets, parsed=payload) == scrub_body(body, secrets)
+
+
+def test_a_payload_with_a_secret_field_in_a_tuple_is_redacted():
+    payload = {"messages": ({"role": "user", "api_key": "sk-1"},)}
+    body = json.dumps(payload).encode("utf-8")
+    assert b"sk-1" not in scrub_body(body, [], parsed=payload)
+    assert scrub_body(body, [], parsed=payload) == scrub_body(body, [])
+
+
+# -- a cassette's JSON read without the hook where no body is base64 -----------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(JSON, st.binary(max_size=6))
+def test_a_cassette_reads_alike_with_and_without_bytes(value, raw):
+    for cassette in ({"interactions": [value]}, {"interactions": [{"body": raw}], "other": value}):
+        text = JsonBytesSerializer.serialize(cassette)
+        assert JsonBytesSerializer.deserialize(text) == cassette
+    escaped = '{"interactions": [{"base\\u0036\\u0034": "YQ=="}]}'  # a key base64 written with escapes
+    assert JsonBytesSerializer.deserialize(escaped) == {"interactions": [b"a"]}
+
+
+# -- a price looked up once ----------------------------------------------------------------------------
+
+def test_a_price_looked_up_again_is_the_same_price():
+    table = PriceTable(shipped_prices())
+    for spec in ["openai:gpt-4o-mini", "bedrock:anthropic.claude-3-haiku-20240307-v1:0", "openai:no-such", "local"]:
+        first = table.lookup(spec)
+        assert table.lookup(spec) is first
+        assert (spec in table) == (first is not None)
+    assert table == PriceTable(shipped_prices())  # the memo is not part of the table
+
+
+# -- room reserved ahead: a row's worth of blocks a row -------------------------------------------------------------
+
+def test_the_results_writer_keeps_room_reserved_asking_for_a_rows_worth_at_a_time(tmp_path, monkeypatch):
+    asked = []
+    real = files.reserve
+
+    def counting(fd, offset, length):
+        asked.append((offset, length))
+        return real(fd, offset, length)
+
+    monkeypatch.setattr("personalens_testkit.results.files.reserve", counting)
+    writer = ResultsWriter(tmp_path / "results.jsonl")
+    row = json.dumps({"row": "x" * 5_000})
+    for _ in range(200):
+        writer.write_json(row)
+        end = writer.path.stat().st_size
+        room = max(writer.MIN_RESERVE, 4 * (len(row) + 1))
+        covered = 0  # together, the ranges asked for cover the room past the end
+        for offset, length in sorted(asked):
+            if offset <= covered:
+                covered = max(covered, offset + length)
+        assert covered >= end + room
+    writer.close()
+    assert writer.path.read_text().splitlines() == [row] * 200
+    assert sum(length for _, length in asked[1:]) <= 200 * (len(row) + 1)  # a row's worth, not a megabyte a row
+
+
+# -- a whole file written through a temporary of fixed name ---------------------------------------------
+
+def test_a_whole_file_is_written_when_its_temporary_name_is_taken_or_its_folder_missing(tmp_path):
+    target = tmp_path / "new" / "folder" / "transcript.txt"
+    files.write_atomically(target, "one")  # the folder is made
+    assert target.read_text() == "one"
+    taken = Path(f"{target.parent}{os.sep}.{target.name}.{os.getpid()}-{files._PROCESS_TOKEN}-"
+                 f"{threading.get_ident()}.tmp")
+    taken.write_text("left by a killed process")
+    files.write_atomically(target, "two")
+    assert target.read_text() == "two" and taken.read_text() == "left by a killed process"
+    long_name = tmp_path / ("x" * 230 + ".txt")  # room for mkstemp's name, not for the fixed one
+    files.write_atomically(long_name, "three")
+    assert long_name.read_text() == "three"
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, taken.name])
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
