@@ -73,10 +73,12 @@ class Judge:
     turn_method: str = "chain"
 
     def ask(self, metric: Metric, ctx: ScenarioContext | None, messages: Sequence[Message], log: CallLog, *,
-            label: str | None = None, turn: int = 0) -> Any:
+            label: str | None = None, turn: int = 0, conversation: str | None = None) -> Any:
         """One dimension's answer (:func:`~.answers.answer_model`): its prompt template, filled with what it uses,
-        after the conversation."""
-        return self._ask(messages, metric, answer_model(metric), rubric(metric, ctx), log, label=label, turn=turn)
+        after the conversation (``conversation``: :func:`judged_conversation` of ``messages``, made by the caller
+        that asks several dimensions about them)."""
+        return self._ask(messages, metric, answer_model(metric), rubric(metric, ctx), log, label=label, turn=turn,
+                         conversation=conversation)
 
     def task_completion(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
         return self.ask(TASK_COMPLETION, ctx, messages, log)
@@ -95,7 +97,9 @@ class Judge:
         any answer is unreadable, the first unreadable one's :class:`JudgeAnswerError` is raised with the readable ones attached
         (its ``partial``)."""
         messages = neutralise(messages)
-        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log) for metric in METRICS]
+        conversation = judged_conversation(messages)  # the same for the six: made once
+        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log, conversation=conversation)
+                                         for metric in METRICS]
         answers = dict(zip(JUDGED_ORDER, self._all(asks, log)))
         failed = {name: a for name, a in answers.items() if isinstance(a, JudgeAnswerError)}
         read = {name: a for name, a in answers.items() if name not in failed}
@@ -169,8 +173,10 @@ class Judge:
         return parse_answer(response.text, TaskCompletionAnswer, "preference_leak")
 
     def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog, *,
-             label: str | None = None, turn: int = 0, schema: dict[str, Any] | None = None) -> A:
-        conversation = fill("judge_conversation", dialogue=dialogue_block(messages))
+             label: str | None = None, turn: int = 0, schema: dict[str, Any] | None = None,
+             conversation: str | None = None) -> A:
+        if conversation is None:
+            conversation = judged_conversation(messages)
         request = ChatRequest(
             messages=(Message("system", fill("judge_system")),
                       Message("user", conversation + rubric, cache_prefix=len(conversation))),
@@ -179,6 +185,11 @@ class Judge:
         )
         response = log.chat(self.model, request, role="judge", label=label or metric.name, turn=turn)
         return parse_answer(response.text, answer, label or metric.name)
+
+
+def judged_conversation(messages: Sequence[Message]) -> str:
+    """The dialogue as a judge prompt opens with it (the part of the prompt a provider may cache)."""
+    return fill("judge_conversation", dialogue=dialogue_block(messages))
 
 
 #: what a dimension's prompt template may use, each made only when its template uses it

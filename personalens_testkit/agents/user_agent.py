@@ -9,7 +9,7 @@ transcript and reported separately (see :func:`split_terminate`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..data.context import ScenarioContext
@@ -44,14 +44,21 @@ class UserAgent:
     model: ChatModel
     temperature: float = USER_TEMPERATURE
     max_tokens: int = USER_MAX_TOKENS
+    #: the last scenario's context and its prompt prefix (a dialogue asks for it every turn)
+    _prefix: tuple[ScenarioContext, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def prompt_prefix(self, ctx: ScenarioContext) -> str:
         """The part of every user-agent prompt that stays fixed for a scenario."""
-        return fill(
+        last = self._prefix  # one read: another thread's dialogue may replace it meanwhile
+        if last is not None and last[0] is ctx:
+            return last[1]
+        prefix = fill(
             "user_context",
             demographics=demographics_block(ctx), preferences=preferences_block(ctx),
             interactions=interactions_block(ctx.interactions), situation=situation_block(ctx), task=ctx.scenario.task.user_intent,
         )
+        self._prefix = (ctx, prefix)
+        return prefix
 
     def opening(self, ctx: ScenarioContext, log: CallLog) -> Utterance:
         """The opening query. It never ends the dialogue: a stray TERMINATE is removed and only reported."""
