@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from ..llm.base import Message
+from .pattern_needs import fold, may_match
 from .injection_patterns import (
     ANSWER_KEYS, BASE64, HIDDEN_WORDS, LEET, LEET_LETTERS, LOOKALIKE, REASON_KEYS, SCORE_LABEL, SPACED,
     VERDICT_LABEL, ZERO_WIDTH, FLAGS,
@@ -138,7 +139,10 @@ def _flags(text: str, turn: int) -> list[InjectionFlag]:
     for variant in _variants(view, text):
         if variant is not view and variant is not text and not any(word in variant.lower() for word in HIDDEN_WORDS):
             continue  # a decoding (reversed, ROT13, ...) that hides nothing a flag looks for: not searched
+        folded = fold(variant)
         for kind, pattern in FLAGS:
+            if not may_match(pattern, variant, folded):
+                continue  # it holds none of the words every match holds (see .pattern_needs): no scan
             for match in pattern.finditer(variant):
                 excerpt = match.group(0)[:120]
                 gone = variant is view and taken_out(match.start(), match.end())
