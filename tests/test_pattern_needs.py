@@ -91,3 +91,22 @@ def test_folded_spellings_and_other_scripts_are_not_skipped(text):
     for pattern in PATTERNS:
         if pattern.search(text):
             assert may_match(pattern, text, fold(text)), (pattern.pattern[:60], text)
+
+
+def _seen_char_by_char(text: str) -> tuple[str, list[int] | None]:
+    """seen_through as it was written first, a character at a time: the oracle of the one that copies ASCII whole."""
+    if text.isascii():
+        return text, None
+    out, origin = [], []
+    for i, char in enumerate(text):
+        for folded in (char if ord(char) < 128 else injection._seen(char)):
+            out.append(folded)
+            origin.append(i)
+    return "".join(out), origin
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("ab c.\n") + ["\u2019", "\u00e9", "\uff21", "\u200b", "\u0410", "\u0301", "\u00bd",
+                                                  "\ufb01", "\u1e9b", "\u2014"]) | st.characters()))
+def test_a_reply_is_seen_through_as_it_is_character_by_character(text):
+    assert injection.seen_through(text) == _seen_char_by_char(text)

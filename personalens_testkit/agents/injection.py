@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import functools
 import json
 import re
 import unicodedata
@@ -62,15 +63,28 @@ def seen_through(text: str) -> tuple[str, list[int] | None]:
         return text, None
     out: list[str] = []
     origin: list[int] = []
-    for i, char in enumerate(text):
-        if ord(char) < 128:
-            out.append(char)
-            origin.append(i)
-            continue
-        for folded in _unaccented(unicodedata.normalize("NFKC", char.translate(ZERO_WIDTH)).translate(LOOKALIKE)):
-            out.append(folded)
-            origin.append(i)
+    done = 0  # ASCII stretches are copied whole; each character outside ASCII is seen through
+    for match in _NON_ASCII.finditer(text):
+        start = match.start()
+        out.append(text[done:start])
+        origin.extend(range(done, start))
+        for i in range(start, match.end()):
+            for folded in _seen(text[i]):
+                out.append(folded)
+                origin.append(i)
+        done = match.end()
+    out.append(text[done:])
+    origin.extend(range(done, len(text)))
     return "".join(out), origin
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def _seen(char: str) -> str:
+    """One character outside ASCII as :func:`seen_through` shows it (nothing, one character or several)."""
+    return _unaccented(unicodedata.normalize("NFKC", char.translate(ZERO_WIDTH)).translate(LOOKALIKE))
 
 
 def _unaccented(text: str) -> str:
