@@ -30,10 +30,10 @@ import json
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..llm.base import Message
-from .pattern_needs import fold, may_match
+from .pattern_needs import fold, prefilter
 from .injection_patterns import (
     ANSWER_KEYS, BASE64, HIDDEN_WORDS, LEET, LEET_LETTERS, LOOKALIKE, REASON_KEYS, SCORE_LABEL, SPACED,
     VERDICT_LABEL, ZERO_WIDTH, FLAGS,
@@ -151,11 +151,11 @@ def _flags(text: str, turn: int) -> list[InjectionFlag]:
 
     found: dict[tuple[str, str], InjectionFlag] = {}
     for variant in _variants(view, text):
-        if variant is not view and variant is not text and not any(word in variant.lower() for word in HIDDEN_WORDS):
+        if variant is not view and variant is not text and not any(map(variant.lower().__contains__, HIDDEN_WORDS)):
             continue  # a decoding (reversed, ROT13, ...) that hides nothing a flag looks for: not searched
         folded = fold(variant)
-        for kind, pattern in FLAGS:
-            if not may_match(pattern, variant, folded):
+        for (kind, pattern), may_match in zip(FLAGS, _prefilters()):
+            if not may_match(variant, folded):
                 continue  # it holds none of the words every match holds (see .pattern_needs): no scan
             for match in pattern.finditer(variant):
                 excerpt = match.group(0)[:120]
@@ -166,6 +166,12 @@ def _flags(text: str, turn: int) -> list[InjectionFlag]:
             excerpt = text[start:end][:120]
             found.setdefault(("answer-format JSON", excerpt), InjectionFlag(turn, "answer-format JSON", excerpt, True))
     return list(found.values())
+
+
+@functools.cache
+def _prefilters() -> tuple[Callable[[str, str], bool], ...]:
+    """Each flag's :func:`~.pattern_needs.prefilter`, in the order of :data:`FLAGS` (made at the first reply)."""
+    return tuple(prefilter(pattern) for _, pattern in FLAGS)
 
 
 def _variants(view: str, text: str) -> Iterator[str]:

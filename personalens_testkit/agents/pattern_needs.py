@@ -22,7 +22,7 @@ import functools
 import re
 from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Callable
 
 #: the characters outside ASCII that a case-insensitive expression matches with an ASCII letter
 _ASCII_LIKE = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
@@ -49,9 +49,21 @@ def needs(pattern: re.Pattern[str]) -> frozenset[str] | None:
 
 def may_match(pattern: re.Pattern[str], text: str, folded: str) -> bool:
     """False only where ``pattern`` cannot match in ``text`` (``folded``: its :func:`fold`)."""
+    return prefilter(pattern)(text, folded)
+
+
+@functools.cache
+def prefilter(pattern: re.Pattern[str]) -> Callable[[str, str], bool]:
+    """:func:`may_match` for one pattern, made once: ``(text, folded) -> bool``."""
     words = needs(pattern)
-    return words is None or any(word in folded if word is not OTHER_LETTER else _OTHER_LETTER.search(text) is not None
-                                for word in words)
+    if words is None:
+        return lambda text, folded: True
+    plain = tuple(word for word in words if word is not OTHER_LETTER)
+    other = OTHER_LETTER in words
+
+    def may(text: str, folded: str) -> bool:
+        return any(map(folded.__contains__, plain)) or (other and _OTHER_LETTER.search(text) is not None)
+    return may
 
 
 def _sequence(items: Any) -> frozenset[str] | None:
