@@ -13,15 +13,21 @@ languages, disguises): the newest blind pair is the honest estimate of what the 
 on attacks it has not seen.
 
     python bench/injection_corpus.py [--show]      # --show: list every benign flag and every missed attack
+
+Last, the flags' cost: the time to flag each reply of the corpora (a median of 5 passes), with each flag's word
+test (agents/pattern_needs.py) and with every pattern run on every reply, as before it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import time
 from collections import Counter
 from pathlib import Path
 
+from personalens_testkit.agents import injection
 from personalens_testkit.agents.injection import find_injections, neutralise
 from personalens_testkit.llm.base import Message
 
@@ -52,6 +58,32 @@ def main() -> None:
                           ("second held-out corpus (written blind, not seen by the filter)", CORPUS / "heldout2")):
         print(f"== {title}: {folder}")
         report(measure(load("benign.jsonl", folder)), measure(load("attack.jsonl", folder)), show=args.show)
+    cost()
+
+
+def cost(passes: int = 5) -> None:
+    """Microseconds a reply to flag the corpora's replies, with the word tests and without them (same flags)."""
+    replies = [row["reply"] for folder in (CORPUS, CORPUS / "heldout", CORPUS / "heldout2")
+               for name in ("benign.jsonl", "attack.jsonl") for row in load(name, folder)]
+    chats = [[Message("assistant", reply)] for reply in replies]
+    tests = injection._prefilters
+    found, each = {}, {}
+    for label, prefilters in (("with the word tests", tests), ("every pattern on every reply", None)):
+        injection._prefilters = tests if prefilters else (lambda: (lambda text, folded: True,) * len(tests()))
+        try:
+            times = []
+            for _ in range(passes):
+                started = time.perf_counter()
+                found[label] = [find_injections(chat) for chat in chats]
+                times.append(time.perf_counter() - started)
+        finally:
+            injection._prefilters = tests
+        each[label] = statistics.median(times) / len(chats) * 1e6
+    same = found["with the word tests"] == found["every pattern on every reply"]
+    print(f"== flagging cost: {len(chats)} replies of the corpora, {statistics.mean(map(len, replies)):.0f} characters "
+          f"on average: {each['with the word tests']:.0f} us a reply with the word tests, "
+          f"{each['every pattern on every reply']:.0f} us with every pattern run "
+          f"({each['with the word tests'] / each['every pattern on every reply']:.2f}x); the same flags: {same}")
 
 
 def report(benign: list, attacks: list, *, show: bool) -> None:

@@ -137,3 +137,11 @@ def test_early_stop_bench_small():
 def test_cost_estimate_bench_small():
     out = bench("bench/cost_estimate.py", "--shard", "1/512", "--turns", "1")
     assert "estimate from the protocol's shape: $" in out and "measured estimate error +0.0%" in out
+
+
+def test_injection_corpus_bench_prints_the_flags_cost():
+    out = bench("bench/injection_corpus.py")
+    found = re.search(r"flagging cost: (\d+) replies of the corpora, \d+ characters on average: (\d+) us a reply with the "
+                      r"word tests, (\d+) us with every pattern run \([\d.]+x\); the same flags: (\w+)", out)
+    assert found, out[-1500:]
+    assert int(found.group(1)) > 500 and found.group(4) == "True"
