@@ -4,12 +4,14 @@ hook, a price looked up once, room reserved a row's worth at a time, a file writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,7 +54,8 @@ def test_a_junit_case_is_written_as_elementtree_writes_it_indented(element, leve
 # -- a request body scrubbed from its payload -----------------------------------------------------------
 
 KEYS = st.sampled_from(["model", "messages", "content", "role", "api_key", "token", "x-amz-date", "Password",
-                        "max_tokens", "key", "keys", "secret_sauce"])
+                        "max_tokens", "key", "keys", "secret_sauce", "to\u212aen", "token\n", "api_\u212aey",
+                        "pa\u017f\u017fword", "\u0130d", "s\u0131g"])
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["", "a", "key\": 1", REDACTED, "tok"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
@@ -66,6 +69,16 @@ def test_a_body_scrubbed_from_its_payload_is_the_body_scrubbed_from_its_bytes(pa
     body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     secrets = [("OPENAI_API_KEY", "tok")]
     assert scrub_body(body, secrets, parsed=payload) == scrub_body(body, secrets)
+
+
+@pytest.mark.parametrize("key", ["to\u212aen", "token\n", "api_\u212aey", "pa\u017f\u017fword", "SIG", "x-amz-security"])
+def test_a_key_named_like_a_secret_in_any_spelling_is_redacted_on_both_paths(key):
+    for ascii_only in (False, True):  # as our clients write a body, and with every other character escaped
+        payload = {"model": "m", key: "hunter22"}
+        body = json.dumps(payload, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8")
+        assert b"hunter22" not in scrub_body(body, []) and scrub_body(body, [], parsed=payload) == scrub_body(body, [])
+    escaped = b'{"\\u0074oken":"hunter22"}'  # a key written with an escape
+    assert b"hunter22" not in scrub_body(escaped, [])
 
 
 def test_a_payload_with_a_secret_field_in_a_tuple_is_redacted():
@@ -96,6 +109,8 @@ def test_a_price_looked_up_again_is_the_same_price():
         assert table.lookup(spec) is first
         assert (spec in table) == (first is not None)
     assert table == PriceTable(shipped_prices())  # the memo is not part of the table
+    emptied = dataclasses.replace(table, entries={})  # a table made from another starts with nothing remembered
+    assert emptied.lookup("openai:gpt-4o-mini") is None
 
 
 # -- room reserved ahead: a row's worth of blocks a row -------------------------------------------------------------

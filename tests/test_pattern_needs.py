@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,3 +111,12 @@ def _seen_char_by_char(text: str) -> tuple[str, list[int] | None]:
                                                   "\ufb01", "\u1e9b", "\u2014"]) | st.characters()))
 def test_a_reply_is_seen_through_as_it_is_character_by_character(text):
     assert injection.seen_through(text) == _seen_char_by_char(text)
+
+
+@pytest.mark.parametrize("pattern, text", [("x\u2014y", "x\u2014y"), ("\u2019s\u2019", "it\u2019s\u2019"),
+                                           ("caf\u00e9", "CAF\u00c9"), ("\u00a0\u00a0", "a\u00a0\u00a0b")])
+def test_a_pattern_that_needs_punctuation_or_a_letter_outside_ascii_is_run(pattern, text):
+    compiled = re.compile(pattern, re.IGNORECASE)
+    assert compiled.search(text) and may_match(compiled, text, fold(text))
+    if re.search(pattern, text):
+        assert may_match(re.compile(pattern), text, fold(text))

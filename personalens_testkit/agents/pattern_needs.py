@@ -34,6 +34,8 @@ OTHER_LETTER = "\x00other letter"
 #: characters outside ASCII that a case-insensitive expression matches only with themselves (spaces, punctuation)
 _CASELESS = "\u00a0-\u00a9\u00ab-\u00b4\u00b6-\u00b9\u00bb-\u00bf\u2000-\u206f"
 _OTHER_LETTER = re.compile(f"[^\x00-\x7f{_CASELESS}]")
+#: such a character in a pattern stands in a word like an ASCII one: a text matched holds it as it is
+_CASELESS_CHAR = re.compile(f"[{_CASELESS}]")
 
 
 def fold(text: str) -> str:
@@ -71,7 +73,7 @@ def _sequence(items: Any) -> frozenset[str] | None:
     found: list[frozenset[str]] = []
     run: list[str] = []
     for op, value in list(items) + [(None, None)]:
-        if op is C.LITERAL and (value < 128 or chr(value) in _ASCII_LIKE):
+        if op is C.LITERAL and (value < 128 or chr(value) in _ASCII_LIKE or _CASELESS_CHAR.fullmatch(chr(value))):
             run.append(chr(value))
             continue
         if run:

@@ -71,7 +71,7 @@ class PriceTable:
 
     entries: Mapping[str, Price]
     #: specs looked up so far (a run's report prices each of its calls: a few specs, many times)
-    _found: dict[str, Price | None] = field(default_factory=dict, compare=False, repr=False)
+    _found: dict[str, Price | None] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def lookup(self, spec: str) -> Price | None:
         """The price of the model a spec names, or None: cost unknown."""

@@ -39,6 +39,10 @@ _SECRET_NAME = re.compile(
 #: searches: a case-insensitive regex with these alternatives cost nine times as much on a prompt)
 _SECRET_KEY_ENDINGS = (b'key"', b'token"', b'secret"', b'password"', b'passwd"', b'authorization"', b'signature"',
                        b'sig"', b'credential"', b"x-amz-")
+#: and what else a body whose JSON has a key named like a secret may hold instead of such an ending: an escape (a
+#: key may be written with escapes), a line break before a closing quote (``$`` matches before a last line break),
+#: or a character that a case-insensitive match reads as an ASCII letter (dotted and dotless I, long S, Kelvin)
+_SECRET_KEY_HINTS = _SECRET_KEY_ENDINGS + (b"\\u", b'\\n"', *(c.encode("utf-8") for c in "\u0130\u0131\u017f\u212a"))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -96,6 +100,12 @@ def _has_secret_field(value: Any) -> bool:
 _UNPARSED = object()
 
 
+def _may_name_a_secret(data: bytes) -> bool:
+    """False only for a body whose JSON cannot have a key named like a secret (:data:`_SECRET_KEY_HINTS`)."""
+    lowered = data.lower()
+    return any(hint in lowered for hint in _SECRET_KEY_HINTS)
+
+
 def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, parsed: Any = _UNPARSED) -> bytes | None:
     """A request body without secrets: JSON fields named like secrets redacted, known secret values replaced.
     ``parsed``: the JSON value the caller encoded ``body`` from (a client's payload), so that it is not parsed again."""
@@ -104,12 +114,13 @@ def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, 
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
     if parsed is _UNPARSED:
         parsed = None
-        lowered = data.lower()
-        if any(ending in lowered for ending in _SECRET_KEY_ENDINGS):  # else no key is named like a secret
+        if _may_name_a_secret(data):  # else no key is named like a secret
             try:
                 parsed = json.loads(data)
             except ValueError:
                 pass
+    elif not _may_name_a_secret(data):
+        parsed = None  # as the bytes are read (and, the test being sound, no key of the payload is named like a secret)
     if isinstance(parsed, (dict, list)) and _has_secret_field(parsed):
         redacted = _redact_json(parsed)
         if redacted != parsed:
