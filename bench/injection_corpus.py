@@ -67,9 +67,11 @@ def cost(passes: int = 5) -> None:
                for name in ("benign.jsonl", "attack.jsonl") for row in load(name, folder)]
     chats = [[Message("assistant", reply)] for reply in replies]
     tests = injection._prefilters
+    def every_pattern():  # each flag's pattern run on every reply
+        return (lambda text, folded: True,) * len(tests())
     found, each = {}, {}
-    for label, prefilters in (("with the word tests", tests), ("every pattern on every reply", None)):
-        injection._prefilters = tests if prefilters else (lambda: (lambda text, folded: True,) * len(tests()))
+    for label, prefilters in (("with the word tests", tests), ("every pattern on every reply", every_pattern)):
+        injection._prefilters = prefilters
         try:
             times = []
             for _ in range(passes):

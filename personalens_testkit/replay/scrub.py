@@ -90,7 +90,7 @@ def _has_secret_field(value: Any) -> bool:
             for key, inner in item.items():
                 if isinstance(inner, _NESTED):
                     waiting.append(inner)
-                elif isinstance(inner, (str, int)) and is_secret_name(str(key)):
+                elif _secret_field(key, inner):
                     return True
         elif isinstance(item, (list, tuple)):
             waiting += [inner for inner in item if isinstance(inner, _NESTED)]
