@@ -40,19 +40,34 @@ def register_secret_names(names: Iterable[str]) -> None:
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(value, placeholder) for every secret environment variable worth hiding, longest first."""
-    return list(_secret_values(_environment(os.environ if env is None else env), _extra_names))
+    return list(_secret_values(_process_environment() if env is None else _environment(env), _extra_names))
 
 
 def _environment(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The variables' (name, value), read safely while other threads set and delete variables (pytest sets
     and deletes PYTEST_CURRENT_TEST around every test phase): the names are copied at once, and a name
     deleted since is skipped. PYTEST_CURRENT_TEST is left out, so the memo holds across tests."""
-    items = []
-    for name in list(env):
-        value = env.get(name)
-        if value is not None and name != "PYTEST_CURRENT_TEST":
-            items.append((name, value))
-    return tuple(items)
+    pairs = ((name, env.get(name)) for name in list(env))
+    return tuple((name, value) for name, value in pairs if value is not None and name != "PYTEST_CURRENT_TEST")
+
+
+_decoded: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # raw pairs -> decoded: :func:`_process_environment`
+
+
+def _process_environment() -> tuple[tuple[str, str], ...]:
+    """:func:`_environment` of ``os.environ``, its raw pairs copied at once (in C: no thread interleaves) and decoded
+    once per distinct environment, not at every call."""
+    data = getattr(os.environ, "_data", None)
+    if type(data) is not dict:
+        return _environment(os.environ)
+    current = os.environ.encodekey("PYTEST_CURRENT_TEST")
+    raw = tuple([item for item in list(data.items()) if item[0] != current])
+    found = _decoded.get(raw)
+    if found is None:
+        if len(_decoded) >= 8:
+            _decoded.clear()
+        found = _decoded[raw] = tuple((os.environ.decodekey(k), os.environ.decodevalue(v)) for k, v in raw)
+    return found
 
 
 def _url_password(value: str) -> str | None:

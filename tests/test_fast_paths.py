@@ -1,6 +1,7 @@
 """The faster paths of a replay and of a run's end say exactly what the slower ones they replaced said: the JUnit
 case written as strings, the request body scrubbed from the client's payload, a cassette read without the bytes
-hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed name."""
+hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed name,
+the secret variables of the process environment read from its raw pairs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from personalens_testkit import files
 from personalens_testkit.costs.prices import PriceTable, shipped_prices
 from personalens_testkit.replay.scrub import REDACTED, scrub_body
+from personalens_testkit.secrets import secret_values
 from personalens_testkit.replay.store import JsonBytesSerializer
 from personalens_testkit.report.junit import _xml
 from personalens_testkit.results.files import ResultsWriter
@@ -86,6 +88,34 @@ def test_a_payload_with_a_secret_field_in_a_tuple_is_redacted():
     body = json.dumps(payload).encode("utf-8")
     assert b"sk-1" not in scrub_body(body, [], parsed=payload)
     assert scrub_body(body, [], parsed=payload) == scrub_body(body, [])
+
+
+# -- the process environment's secrets, read from its raw pairs ------------------------------------------
+
+ENV_NAMES = st.sampled_from(["PL_FAST_API_KEY", "PL_FAST_TOKEN", "PL_FAST_PLAIN", "PYTEST_CURRENT_TEST", "PL_FAST_DB_URL"])
+ENV_VALUES = st.sampled_from(["", "short", "sk-0123456789abcdef", "postgres://u:hunter2222@h/db", "caf\u00e9-secret-value",
+                              b"\xff\xfe-not-utf-8-token"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(ENV_NAMES, st.none() | ENV_VALUES), max_size=8))
+def test_the_process_environments_secrets_are_those_of_its_variables_as_read_one_by_one(changes):
+    before = {name: os.environb.get(name.encode()) for name, _ in changes}
+    try:
+        for name, value in changes:  # after each change, the memo of the last environment must not answer
+            if value is None:
+                os.environb.pop(name.encode(), None)
+            elif isinstance(value, bytes):
+                os.environb[name.encode()] = value
+            else:
+                os.environ[name] = value
+            assert secret_values() == secret_values(dict(os.environ))
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environb.pop(name.encode(), None)
+            else:
+                os.environb[name.encode()] = value
 
 
 # -- a cassette's JSON read without the hook where no body is base64 -----------------------------------
