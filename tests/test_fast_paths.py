@@ -1,7 +1,8 @@
 """The faster paths of a replay and of a run's end say exactly what the slower ones they replaced said: the JUnit
 case written as strings, the request body scrubbed from the client's payload, a cassette read without the bytes
-hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed name,
-the secret variables of the process environment read from its raw pairs."""
+hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed
+name, a run's cost with each spec priced once, the secret variables of the process environment read from its raw
+pairs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -141,6 +143,43 @@ def test_a_price_looked_up_again_is_the_same_price():
     assert table == PriceTable(shipped_prices())  # the memo is not part of the table
     emptied = dataclasses.replace(table, entries={})  # a table made from another starts with nothing remembered
     assert emptied.lookup("openai:gpt-4o-mini") is None
+
+
+# -- a run's cost: each spec priced once ------------------------------------------------------------------------------
+
+SPECS = st.sampled_from(["openai:gpt-4o-mini", "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0", "openai:no-such",
+                         "local", "bot (openai:gpt-4o)", ""])
+CALLS = st.lists(st.fixed_dictionaries({
+    "role": st.sampled_from(["user_agent", "assistant", "judge", "other"]), "replayed": st.booleans(),
+    "prompt_tokens": st.none() | st.integers(0, 9000), "completion_tokens": st.none() | st.integers(0, 900),
+    "cache_read_tokens": st.none() | st.integers(0, 9000), "cache_write_tokens": st.none() | st.integers(0, 900)}),
+    max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(SPECS, SPECS, SPECS, CALLS), max_size=5))
+def test_a_runs_cost_is_each_calls_cost_added_in_order(rows):
+    from personalens_testkit.costs.prices import call_cost, reported_spec
+    from personalens_testkit.costs.spend import CostTally
+
+    prices = PriceTable(shipped_prices())
+    tally, known = CostTally(prices), {}
+    for user, bot, judge, calls in rows:
+        row = SimpleNamespace(user_model=user, assistant_model=bot, judge_model=judge,
+                              calls=[SimpleNamespace(**call) for call in calls])
+        tally.add(row)
+        specs = {"user_agent": user, "assistant": bot, "judge": judge}
+        for call in calls:  # each call priced afresh, as before the memo
+            spec = reported_spec(specs[call["role"]]) if specs.get(call["role"]) else None
+            price = prices.lookup(spec) if spec else None
+            if price is None or price.free or call["prompt_tokens"] is None or call["completion_tokens"] is None:
+                continue
+            key = (call["role"], not call["replayed"])
+            known[key] = known.get(key, 0.0) + call_cost(
+                price, spec, prompt_tokens=call["prompt_tokens"], completion_tokens=call["completion_tokens"],
+                cache_read_tokens=call["cache_read_tokens"], cache_write_tokens=call["cache_write_tokens"])
+    for role, part in tally.tallies.items():
+        assert part.known == {True: known.get((role, True), 0.0), False: known.get((role, False), 0.0)}
 
 
 # -- room reserved ahead: a row's worth of blocks a row -------------------------------------------------------------

@@ -146,3 +146,48 @@ def test_a_results_file_rewritten_after_its_rows_were_chosen_is_never_shown_as_t
 
     with pytest.raises(StorageError, match="changed while its rows were read"):
         list(source.lines())
+
+
+class _FillingSpool:
+    """A temporary file on a folder that fills up after ``room`` writes."""
+
+    def __init__(self, room: int) -> None:
+        import io
+
+        self.room, self.inner = room, io.BytesIO()
+
+    def write(self, data: bytes) -> int:
+        import errno
+
+        self.room -= 1
+        if self.room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.inner.write(data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("room", [None, 0, 40])
+def test_report_json_is_the_same_whether_the_per_case_ledger_was_spooled_or_its_spool_could_not_be_written(
+        tmp_path, monkeypatch, room):
+    from personalens_testkit.report import ledger
+
+    path, written = _results(tmp_path, random.Random(11))
+    thresholds, prices = load_thresholds(default_thresholds_path()), load_prices()
+    source = RowSource(path, written=written)
+    digests, tallied = tally_rows(source, prices)
+    assert tallied[0].spooled_entries() is not None
+    spooled = "".join(report_json(build_report(digests, thresholds, prices=prices, source=source, tallied=tallied)))
+
+    def failing() -> object:
+        if room is None:
+            raise OSError(28, "No space left on device")
+        return _FillingSpool(room)
+
+    monkeypatch.setattr(ledger.tempfile, "TemporaryFile", failing)
+    digests, tallied = tally_rows(source, prices)
+    assert tallied[0].spooled_entries() is None  # the rows are read again instead
+    again = "".join(report_json(build_report(digests, thresholds, prices=prices, source=source, tallied=tallied)))
+    assert _same_moment(again) == _same_moment(spooled)
+    assert len(json.loads(spooled)["ledger"]["per_scenario"]) == 183

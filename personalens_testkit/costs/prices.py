@@ -222,10 +222,12 @@ def provider_counts_cached_in_prompt(spec: str) -> bool:
 
 
 def call_cost(price: Price, spec: str, *, prompt_tokens: int, completion_tokens: int,
-              cache_read_tokens: int | None = 0, cache_write_tokens: int | None = 0) -> float:
-    """One call's cost in US dollars (token counts as the provider of ``spec`` reports them)."""
+              cache_read_tokens: int | None = 0, cache_write_tokens: int | None = 0,
+              cached_in_prompt: bool | None = None) -> float:
+    """One call's cost in US dollars (token counts as the provider of ``spec`` reports them; ``cached_in_prompt``:
+    :func:`provider_counts_cached_in_prompt` of ``spec``, when the caller knows it)."""
     read, write = cache_read_tokens or 0, cache_write_tokens or 0
-    if provider_counts_cached_in_prompt(spec):
+    if provider_counts_cached_in_prompt(spec) if cached_in_prompt is None else cached_in_prompt:
         dollars = max(prompt_tokens - read, 0) * price.input + read * price.cached_input
     else:
         write_rate = price.input if price.cache_write is None else price.cache_write

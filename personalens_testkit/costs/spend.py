@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from ..callsite import ROLES
 # call_cost and format_cost live beside the prices (the estimate uses them too); they are named here as well
-from .prices import PriceTable, call_cost, config_key, format_cost, provider_counts_cached_in_prompt, reported_spec
+from .prices import Price, PriceTable, call_cost, config_key, format_cost, provider_counts_cached_in_prompt, reported_spec
 
 __all__ = ["CostLedger", "RoleCost", "call_cost", "cost_ledger", "format_cost", "provider_counts_cached_in_prompt"]
 
@@ -67,6 +67,11 @@ class CostLedger(BaseModel):
     currency: str = "USD"
 
 
+#: a spec's price (None: none), whether that price is free, and whether its provider counts cached tokens in the prompt
+Priced = tuple[Optional[Price], bool, bool]
+_UNPRICED: Priced = (None, False, True)
+
+
 @dataclass
 class _Tally:
     """One role's calls as they are read: the sums that are known, and what keeps the rest unknown."""
@@ -90,10 +95,10 @@ class _Tally:
             if price is not None:
                 self.read_on[price.read_on] = None
 
-    def add(self, call: Any, spec: Optional[str], prices: PriceTable) -> None:
+    def add(self, call: Any, spec: Optional[str], priced: Priced) -> None:
         live = not call.replayed
         self.calls[live] += 1
-        price = prices.lookup(spec) if spec else None
+        price, free, in_prompt = priced
         if spec is None or price is None:
             self.unpriced[live] += 1
             if spec is None:
@@ -101,14 +106,14 @@ class _Tally:
             else:
                 self.no_price[spec] = None
             return
-        if price.free:
+        if free:
             return
         if call.prompt_tokens is None or call.completion_tokens is None:
             self.uncounted[live] += 1
             return
         self.known[live] += call_cost(price, spec, prompt_tokens=call.prompt_tokens,
-                                      completion_tokens=call.completion_tokens,
-                                      cache_read_tokens=call.cache_read_tokens, cache_write_tokens=call.cache_write_tokens)
+                                      completion_tokens=call.completion_tokens, cache_read_tokens=call.cache_read_tokens,
+                                      cache_write_tokens=call.cache_write_tokens, cached_in_prompt=in_prompt)
 
     def whole(self, live: bool) -> Optional[float]:
         return self.known[live] if not (self.unpriced[live] or self.uncounted[live]) else None
@@ -141,6 +146,7 @@ class CostTally:
     def __init__(self, prices: PriceTable) -> None:
         self.prices = prices
         self.tallies = {role: _Tally() for role in ROLES}
+        self._priced: dict[Optional[str], Priced] = {None: _UNPRICED}
 
     def add(self, row: Any) -> None:
         prices, tallies = self.prices, self.tallies
@@ -153,7 +159,14 @@ class CostTally:
         for call in row.calls:
             if call.role not in specs:  # not a role of ours: counted under its own name, never priced
                 tallies.setdefault(call.role, _Tally()).note(None, prices)
-            tallies[call.role].add(call, specs.get(call.role), prices)
+            spec = specs.get(call.role)
+            tallies[call.role].add(call, spec, self._priced.get(spec) or self._price(spec))
+
+    def _price(self, spec: str) -> Priced:
+        """A spec's price, whether it is free, and how its provider counts cached tokens: looked up once a spec."""
+        price = self.prices.lookup(spec)
+        found = self._priced[spec] = (price, price is not None and price.free, provider_counts_cached_in_prompt(spec))
+        return found
 
     def result(self) -> CostLedger:
         roles = {role: tally.result(role, self.prices) for role, tally in self.tallies.items()}

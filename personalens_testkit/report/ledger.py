@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any, Iterable
+import json
+import tempfile
+from operator import attrgetter
+from typing import IO, Any, Iterable, Iterator
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from ..callsite import ROLES
 from ..results.rows import ResultRow
@@ -21,6 +23,21 @@ class Ledger(BaseModel):
     #: each case's own calls and tokens (a report of a finished run writes it from the results file, row by row,
     #: without holding it: :func:`~.outputs.report_json`)
     per_scenario: dict[str, dict[str, RoleLedger]] = {}
+    #: ``per_scenario``'s entries as report.json writes them, kept in a file while the rows were added up
+    #: (:class:`LedgerTally`), so that report.json does not read every row again for them (None: not kept)
+    _spooled: Any = PrivateAttr(default=None)
+
+    def spooled_entries(self) -> Iterator[str] | None:
+        """Each case's ``"case": {...}`` entry of the per-case ledger, in the rows' order (None: none kept)."""
+        if self._spooled is None:
+            return None
+        self._spooled.seek(0)
+        return (line.decode("utf-8").rstrip("\n") for line in self._spooled)
+
+
+#: what a call contributes to its role's ledger, in this order
+_FIELDS = ("role", "replayed", "attempts", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+_read = attrgetter(*_FIELDS)
 
 
 def role_ledger(calls: Iterable[Any], book: dict[str, RoleLedger] | None = None) -> dict[str, RoleLedger]:
@@ -28,35 +45,79 @@ def role_ledger(calls: Iterable[Any], book: dict[str, RoleLedger] | None = None)
     them), added to ``book``: every role of ours, then any other in the order it first called."""
     book = book if book is not None else {role: dict.fromkeys(COUNTED, 0) for role in ROLES}
     for call in calls:
-        get = call.get if isinstance(call, dict) else partial(getattr, call)
-        entry = book.setdefault(get("role"), dict.fromkeys(COUNTED, 0))
+        role, replayed, attempts, prompt, completion, cache_read, cache_write = (
+            tuple(map(call.get, _FIELDS)) if isinstance(call, dict) else _read(call))
+        entry = book.get(role) or book.setdefault(role, dict.fromkeys(COUNTED, 0))
         entry["calls"] += 1
-        entry["replayed"] += 1 if get("replayed") else 0
-        entry["retries"] += (get("attempts") or 1) - 1
-        entry["prompt_tokens"] += get("prompt_tokens") or 0
-        entry["completion_tokens"] += get("completion_tokens") or 0
-        entry["cache_read_tokens"] += get("cache_read_tokens") or 0
-        entry["cache_write_tokens"] += get("cache_write_tokens") or 0
+        entry["replayed"] += 1 if replayed else 0
+        entry["retries"] += (attempts or 1) - 1
+        entry["prompt_tokens"] += prompt or 0
+        entry["completion_tokens"] += completion or 0
+        entry["cache_read_tokens"] += cache_read or 0
+        entry["cache_write_tokens"] += cache_write or 0
     return book
 
 
-class LedgerTally:
-    """The run's calls and tokens per role, added up one row at a time (nothing kept of the rows)."""
+def _added(book: dict[str, RoleLedger], total: dict[str, RoleLedger]) -> None:
+    """``book`` (one case's) added to ``total``: as adding the case's calls to it one by one."""
+    for role, entry in book.items():
+        into = total.get(role) or total.setdefault(role, dict.fromkeys(COUNTED, 0))
+        for field, value in entry.items():
+            into[field] += value
 
-    def __init__(self) -> None:
+
+def case_entry(case: str, book: dict[str, RoleLedger]) -> str:
+    """One case's entry of report.json's per-case ledger, as json.dumps writes it inside the ledger's object."""
+    return json.dumps(case, ensure_ascii=False) + ": " + json.dumps(book, ensure_ascii=False)
+
+
+class LedgerTally:
+    """The run's calls and tokens per role, added up one row at a time (nothing kept of the rows in memory). With
+    ``spool``, each case's own entry is also written to a temporary file, for report.json
+    (:meth:`Ledger.spooled_entries`); a temporary folder that cannot take it only means report.json reads the rows
+    again."""
+
+    def __init__(self, *, spool: bool = False) -> None:
         self.total = role_ledger(())
+        self._spool: IO[bytes] | None = None
+        if spool:
+            try:
+                self._spool = tempfile.TemporaryFile()
+            except OSError:
+                pass
 
     def add(self, row: Any) -> None:
-        role_ledger(row.calls, self.total)
+        if self._spool is None:
+            role_ledger(row.calls, self.total)
+            return
+        book = role_ledger(row.calls)
+        _added(book, self.total)
+        try:
+            self._spool.write(case_entry(row.case_id, book).encode("utf-8") + b"\n")
+        except OSError:
+            self._spool.close()
+            self._spool = None
 
     def result(self) -> Ledger:
-        return Ledger(total=self.total)
+        found = Ledger(total=self.total)
+        found._spooled = self._spool
+        return found
 
 
 def ledger(rows: Iterable[ResultRow]) -> Ledger:
     """Calls and tokens per role, in total and per scenario."""
     tally = LedgerTally()
     per_scenario: dict[str, dict[str, RoleLedger]] = {}
+    #: ``per_scenario``'s entries as report.json writes them, kept in a file while the rows were added up
+    #: (:class:`LedgerTally`), so that report.json does not read every row again for them (None: not kept)
+    _spooled: Any = PrivateAttr(default=None)
+
+    def spooled_entries(self) -> Iterator[str] | None:
+        """Each case's ``"case": {...}`` entry of the per-case ledger, in the rows' order (None: none kept)."""
+        if self._spooled is None:
+            return None
+        self._spooled.seek(0)
+        return (line.decode("utf-8").rstrip("\n") for line in self._spooled)
     for row in rows:
         tally.add(row)
         per_scenario[row.case_id] = role_ledger(row.calls)

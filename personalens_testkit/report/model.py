@@ -258,6 +258,6 @@ def build_report(
 
 def tally_rows(source: RowSource, prices: PriceTable) -> tuple[list[RowDigest], tuple[Ledger, CostLedger]]:
     """A finished run's digests, and its ledger and cost added up on the way: the rows are read once, one at a time."""
-    calls, cost = LedgerTally(), CostTally(prices)
+    calls, cost = LedgerTally(spool=True), CostTally(prices)
     digests = source.digests(calls.add, cost.add)
     return digests, (calls.result(), cost.result())

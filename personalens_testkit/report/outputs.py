@@ -38,16 +38,19 @@ def report_json(report: RunReport) -> Iterator[str]:
 
 
 def _streamed_ledger(report: RunReport, value: dict) -> Iterator[str]:
-    """``{"total": ..., "per_scenario": {...}}`` as json.dumps writes it, each case's entry from its results line."""
+    """``{"total": ..., "per_scenario": {...}}`` as json.dumps writes it, each case's entry as it was kept while the
+    rows were added up, or else from its results line."""
     from ..data.models import case_id
-    from .ledger import role_ledger
+    from .ledger import case_entry, role_ledger
 
     yield '{"total": ' + json.dumps(value["total"], ensure_ascii=False) + ', "per_scenario": {'
-    for number, line in enumerate(report.row_lines()):
-        record = json.loads(line)
-        case = case_id(record["scenario_id"], record.get("repeat") or 1)
-        yield ("" if number == 0 else ", ") + json.dumps(case, ensure_ascii=False) + ": " + json.dumps(
-            role_ledger(record.get("calls") or []), ensure_ascii=False)
+    entries = report.ledger.spooled_entries()
+    if entries is None:
+        records = (json.loads(line) for line in report.row_lines())
+        entries = (case_entry(case_id(r["scenario_id"], r.get("repeat") or 1), role_ledger(r.get("calls") or []))
+                   for r in records)
+    for number, entry in enumerate(entries):
+        yield ("" if number == 0 else ", ") + entry
     yield "}}"
 
 
