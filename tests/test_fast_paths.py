@@ -1,8 +1,8 @@
 """The faster paths of a replay and of a run's end say exactly what the slower ones they replaced said: the JUnit
 case written as strings, the request body scrubbed from the client's payload, a cassette read without the bytes
 hook, a price looked up once, room reserved a row's worth at a time, a file written through a temporary of fixed
-name, a run's cost with each spec priced once, the secret variables of the process environment read from its raw
-pairs."""
+name, a run's cost with each spec priced once, a row's place read from three of its fields, the secret variables
+of the process environment read from its raw pairs."""
 
 from __future__ import annotations
 
@@ -180,6 +180,29 @@ def test_a_runs_cost_is_each_calls_cost_added_in_order(rows):
                 cache_read_tokens=call["cache_read_tokens"], cache_write_tokens=call["cache_write_tokens"])
     for role, part in tally.tallies.items():
         assert part.known == {True: known.get((role, True), 0.0), False: known.get((role, False), 0.0)}
+
+
+# -- a row's place among the run's rows, read without making the whole row -------------------------------------------
+
+PLACE_KEYS = ("scenario_id", "repeat", "finished_at")
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**80, 2**80) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([*PLACE_KEYS, "calls", "transcript", "status"]), JSON_VALUES, max_size=6),
+       st.booleans())
+def test_a_rows_place_is_read_as_json_loads_reads_it(record, ascii_only):
+    from personalens_testkit.results.source import _placing
+
+    line = (json.dumps(record, ensure_ascii=ascii_only, allow_nan=False) + "\n").encode("utf-8")
+    placed, loaded = _placing(line), json.loads(line)
+    assert placed == {key: loaded[key] for key in PLACE_KEYS if key in loaded}
+    assert [type(placed[key]) for key in placed] == [type(loaded[key]) for key in placed]
 
 
 # -- room reserved ahead: a row's worth of blocks a row -------------------------------------------------------------

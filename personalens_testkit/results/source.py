@@ -13,13 +13,37 @@ import errno
 import json
 from array import array
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import NotRequired, TypedDict
 
 from ..data.models import case_id
 from ..errors import StorageError
 from .digest import RowDigest
 from .files import canonical_case, finished_instant, line_digest
 from .rows import ResultRow
+
+
+class _Placing(TypedDict):
+    """What decides a row's place among the run's rows: its case and when it finished."""
+
+    scenario_id: NotRequired[Any]
+    repeat: NotRequired[Any]
+    finished_at: NotRequired[Any]
+
+
+_PLACING = TypeAdapter(_Placing)
+
+
+def _placing(data: bytes) -> dict[str, Any]:
+    """The fields of :class:`_Placing` that a line this run wrote holds, as ``json.loads`` reads them: read without
+    making the rest of the row (dialogue, calls) into objects - a fifth of the time. Any line it cannot read is read
+    by ``json.loads`` (which says why it is broken)."""
+    try:
+        return _PLACING.validate_json(data)
+    except ValidationError:
+        return json.loads(data)  # type: ignore[no-any-return]
 
 
 class RowSource:
@@ -49,7 +73,7 @@ class RowSource:
                 if self.written is not None and line_digest(data) not in self.written:
                     continue
                 try:
-                    record = json.loads(data)
+                    record = _placing(data) if self.written is not None else json.loads(data)
                 except ValueError:
                     if whole:
                         raise  # as read_rows: a broken whole line of this run's own file is not skipped silently
