@@ -65,16 +65,18 @@ from personalens_testkit.costs.prices import load_prices
 from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds
 from personalens_testkit.report.model import build_report, tally_rows
 from personalens_testkit.report.outputs import in_folder, write_report_files
-from personalens_testkit.results.files import read_rows
+from personalens_testkit.results.files import line_digest, read_rows
 from personalens_testkit.results.source import RowSource
 
 path, out, whole = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "whole"
+with open(path, "rb") as lines:  # what the run's writer knows of the lines it wrote, as a run's end is given it
+    written = {line_digest(line) for line in lines}
 started = time.perf_counter()
 prices, thresholds = load_prices(), load_thresholds(default_thresholds_path())
 if whole:
-    report = build_report(read_rows(path), thresholds, prices=prices)
+    report = build_report(read_rows(path, written=written), thresholds, prices=prices)
 else:
-    source = RowSource(path)
+    source = RowSource(path, written=written)
     rows, tallied = tally_rows(source, prices)
     report = build_report(rows, thresholds, prices=prices, source=source, tallied=tallied)
 write_report_files(report, in_folder(out))
