@@ -108,16 +108,6 @@ def ledger(rows: Iterable[ResultRow]) -> Ledger:
     """Calls and tokens per role, in total and per scenario."""
     tally = LedgerTally()
     per_scenario: dict[str, dict[str, RoleLedger]] = {}
-    #: ``per_scenario``'s entries as report.json writes them, kept in a file while the rows were added up
-    #: (:class:`LedgerTally`), so that report.json does not read every row again for them (None: not kept)
-    _spooled: Any = PrivateAttr(default=None)
-
-    def spooled_entries(self) -> Iterator[str] | None:
-        """Each case's ``"case": {...}`` entry of the per-case ledger, in the rows' order (None: none kept)."""
-        if self._spooled is None:
-            return None
-        self._spooled.seek(0)
-        return (line.decode("utf-8").rstrip("\n") for line in self._spooled)
     for row in rows:
         tally.add(row)
         per_scenario[row.case_id] = role_ledger(row.calls)
