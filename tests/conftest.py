@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 from pathlib import Path
 
@@ -37,9 +38,10 @@ def _one_embedded_model_at_a_time(request: pytest.FixtureRequest, tmp_path_facto
     """A test that runs real embedded model servers (marked ``live``) holds a lock that the other xdist workers share
     (a file beside their temporary folders): two llama.cpp servers on two cores slow each other down manyfold, and a
     test that checks that no server outlived its run would count the other test's."""
-    if request.node.get_closest_marker("live") is None:
+    if request.node.get_closest_marker("live") is None or "PYTEST_XDIST_WORKER" not in os.environ:
         yield
         return
+    # the session's own folder: each worker's temporary folder is popen-gw<N> in it
     with open(tmp_path_factory.getbasetemp().parent / "embedded-model.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

@@ -92,6 +92,17 @@ def test_a_payload_with_a_secret_field_in_a_tuple_is_redacted():
     assert scrub_body(body, [], parsed=payload) == scrub_body(body, [])
 
 
+def test_a_payload_key_of_a_str_subclass_is_read_as_json_writes_it():
+    import enum
+
+    class Field(str, enum.Enum):  # its str() is "Field.X_TOKEN"; json.dumps writes "model"
+        X_TOKEN = "model"
+
+    payload = {Field.X_TOKEN: "gpt-4o", "api_key": "sk-1"}
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert scrub_body(body, [], parsed=payload) == scrub_body(body, []) == b'{"model":"gpt-4o","api_key":"<redacted>"}'
+
+
 # -- the process environment's secrets, read from its raw pairs ------------------------------------------
 
 ENV_NAMES = st.sampled_from(["PL_FAST_API_KEY", "PL_FAST_TOKEN", "PL_FAST_PLAIN", "PYTEST_CURRENT_TEST", "PL_FAST_DB_URL"])

@@ -5,6 +5,8 @@ changed replies, live and replayed calls), and a foreign or doubled line changes
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import random
 import re
@@ -148,46 +150,68 @@ def test_a_results_file_rewritten_after_its_rows_were_chosen_is_never_shown_as_t
         list(source.lines())
 
 
-class _FillingSpool:
-    """A temporary file on a folder that fills up after ``room`` writes."""
+class _FullFolder(io.RawIOBase):
+    """A temporary file's bytes on a folder with room for ``room`` of them (a full /tmp)."""
 
     def __init__(self, room: int) -> None:
-        import io
+        self.room, self.data, self.position = room, bytearray(), 0
 
-        self.room, self.inner = room, io.BytesIO()
+    def readable(self) -> bool:
+        return True
 
-    def write(self, data: bytes) -> int:
-        import errno
+    def writable(self) -> bool:
+        return True
 
-        self.room -= 1
-        if self.room < 0:
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if self.position + len(data) > self.room:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return self.inner.write(data)
+        self.data[self.position:self.position + len(data)] = data
+        self.position += len(data)
+        return len(data)
 
-    def close(self) -> None:
-        self.inner.close()
+    def readinto(self, buffer) -> int:
+        chunk = self.data[self.position:self.position + len(buffer)]
+        buffer[:len(chunk)] = chunk
+        self.position += len(chunk)
+        return len(chunk)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.position = (offset, self.position + offset, len(self.data) + offset)[whence]
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
 
 
-@pytest.mark.parametrize("room", [None, 0, 40])
+@pytest.mark.parametrize("share", [None, 0.0, 0.5, 0.99, 1.0])
 def test_report_json_is_the_same_whether_the_per_case_ledger_was_spooled_or_its_spool_could_not_be_written(
-        tmp_path, monkeypatch, room):
+        tmp_path, monkeypatch, share):
+    """``share``: the room the temporary folder has, as a share of the spool's size (None: no file can be made there);
+    a buffered file meets a full folder when its buffer is written, during the rows or at their end."""
     from personalens_testkit.report import ledger
 
     path, written = _results(tmp_path, random.Random(11))
     thresholds, prices = load_thresholds(default_thresholds_path()), load_prices()
     source = RowSource(path, written=written)
     digests, tallied = tally_rows(source, prices)
-    assert tallied[0].spooled_entries() is not None
+    entries = list(tallied[0].spooled_entries())
     spooled = "".join(report_json(build_report(digests, thresholds, prices=prices, source=source, tallied=tallied)))
+    size = sum(len(entry.encode("utf-8")) + 1 for entry in entries)
 
-    def failing() -> object:
-        if room is None:
-            raise OSError(28, "No space left on device")
-        return _FillingSpool(room)
+    def temporary_file() -> object:
+        if share is None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return io.BufferedRandom(_FullFolder(int(size * share)))
 
-    monkeypatch.setattr(ledger.tempfile, "TemporaryFile", failing)
+    monkeypatch.setattr(ledger.tempfile, "TemporaryFile", temporary_file)
     digests, tallied = tally_rows(source, prices)
-    assert tallied[0].spooled_entries() is None  # the rows are read again instead
-    again = "".join(report_json(build_report(digests, thresholds, prices=prices, source=source, tallied=tallied)))
-    assert _same_moment(again) == _same_moment(spooled)
-    assert len(json.loads(spooled)["ledger"]["per_scenario"]) == 183
+    assert (tallied[0].spooled_entries() is None) == (share != 1.0)  # else the rows are read again
+    again = build_report(digests, thresholds, prices=prices, source=source, tallied=tallied)
+    assert _same_moment("".join(report_json(again))) == _same_moment(spooled)
+    again.ledger.close()  # as the end of a run lets go of it: a report drawn again reads the rows again
+    assert again.ledger.spooled_entries() is None
+    assert _same_moment("".join(report_json(again))) == _same_moment(spooled)
+    assert len(json.loads(spooled)["ledger"]["per_scenario"]) == len(entries) == 183

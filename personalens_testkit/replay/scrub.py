@@ -75,7 +75,8 @@ def _redact_json(value: Any) -> Any:
 
 
 def _secret_field(key: Any, value: Any) -> bool:
-    return isinstance(value, (str, int)) and is_secret_name(str(key))
+    # a str key as json.dumps writes it (a str subclass's own __str__ may say another name)
+    return isinstance(value, (str, int)) and is_secret_name(key if isinstance(key, str) else str(key))
 
 
 _NESTED = (dict, list, tuple)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import suppress
 from operator import attrgetter
 from typing import IO, Any, Iterable, Iterator
 
@@ -28,11 +29,18 @@ class Ledger(BaseModel):
     _spooled: Any = PrivateAttr(default=None)
 
     def spooled_entries(self) -> Iterator[str] | None:
-        """Each case's ``"case": {...}`` entry of the per-case ledger, in the rows' order (None: none kept)."""
-        if self._spooled is None:
+        """Each case's ``"case": {...}`` entry of the per-case ledger, in the rows' order (None: none kept, or no
+        longer: :meth:`close`)."""
+        if self._spooled is None or self._spooled.closed:
             return None
         self._spooled.seek(0)
         return (line.decode("utf-8").rstrip("\n") for line in self._spooled)
+
+    def close(self) -> None:
+        """Let go of the spooled entries' file (a report drawn again then reads the rows again)."""
+        if self._spooled is not None:
+            with suppress(OSError):
+                self._spooled.close()
 
 
 #: what a call contributes to its role's ledger, in this order
@@ -95,10 +103,22 @@ class LedgerTally:
         try:
             self._spool.write(case_entry(row.case_id, book).encode("utf-8") + b"\n")
         except OSError:
-            self._spool.close()
-            self._spool = None
+            self._drop_spool()
+
+    def _drop_spool(self) -> None:
+        """No spool after all (its folder is full): closed without writing what its buffer holds."""
+        assert self._spool is not None
+        with suppress(OSError):
+            self._spool.close()  # a buffered file's close writes its buffer first: the same error again
+        self._spool = None
 
     def result(self) -> Ledger:
+        """The totals; and the spool, every entry written to its file (a spool that cannot be is dropped here)."""
+        if self._spool is not None:
+            try:
+                self._spool.flush()
+            except OSError:
+                self._drop_spool()
         found = Ledger(total=self.total)
         found._spooled = self._spool
         return found

@@ -71,6 +71,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
     failures: list[str] = []  # report files that could not be written
     chosen = {form.setting: getattr(settings, form.setting) for form in FORMATS}
     written = write_report_files(report, in_folder(run_dir, chosen), failures=failures)
+    report.ledger.close()
     return RunOutcome(report, written, recorded, failures, report.verdict)
 
 
