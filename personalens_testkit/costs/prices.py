@@ -214,6 +214,7 @@ def _shown(value: Any) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
+@lru_cache(maxsize=256)  # every call of a run is priced: a few specs, many times
 def provider_counts_cached_in_prompt(spec: str) -> bool:
     """Whether the prompt count of a call to this model includes the tokens read from the cache (OpenAI's
     ``prompt_tokens`` does; Bedrock's ``inputTokens`` does not)."""
@@ -222,12 +223,10 @@ def provider_counts_cached_in_prompt(spec: str) -> bool:
 
 
 def call_cost(price: Price, spec: str, *, prompt_tokens: int, completion_tokens: int,
-              cache_read_tokens: int | None = 0, cache_write_tokens: int | None = 0,
-              cached_in_prompt: bool | None = None) -> float:
-    """One call's cost in US dollars (token counts as the provider of ``spec`` reports them; ``cached_in_prompt``:
-    :func:`provider_counts_cached_in_prompt` of ``spec``, when the caller knows it)."""
+              cache_read_tokens: int | None = 0, cache_write_tokens: int | None = 0) -> float:
+    """One call's cost in US dollars (token counts as the provider of ``spec`` reports them)."""
     read, write = cache_read_tokens or 0, cache_write_tokens or 0
-    if provider_counts_cached_in_prompt(spec) if cached_in_prompt is None else cached_in_prompt:
+    if provider_counts_cached_in_prompt(spec):
         dollars = max(prompt_tokens - read, 0) * price.input + read * price.cached_input
     else:
         write_rate = price.input if price.cache_write is None else price.cache_write

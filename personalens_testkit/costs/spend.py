@@ -67,9 +67,9 @@ class CostLedger(BaseModel):
     currency: str = "USD"
 
 
-#: a spec's price (None: none), whether that price is free, and whether its provider counts cached tokens in the prompt
-Priced = tuple[Optional[Price], bool, bool]
-_UNPRICED: Priced = (None, False, True)
+#: a spec's price (None: none), and whether that price is free
+Priced = tuple[Optional[Price], bool]
+_UNPRICED: Priced = (None, False)
 
 
 @dataclass
@@ -98,7 +98,7 @@ class _Tally:
     def add(self, call: Any, spec: Optional[str], priced: Priced) -> None:
         live = not call.replayed
         self.calls[live] += 1
-        price, free, in_prompt = priced
+        price, free = priced
         if spec is None or price is None:
             self.unpriced[live] += 1
             if spec is None:
@@ -113,7 +113,7 @@ class _Tally:
             return
         self.known[live] += call_cost(price, spec, prompt_tokens=call.prompt_tokens,
                                       completion_tokens=call.completion_tokens, cache_read_tokens=call.cache_read_tokens,
-                                      cache_write_tokens=call.cache_write_tokens, cached_in_prompt=in_prompt)
+                                      cache_write_tokens=call.cache_write_tokens)
 
     def whole(self, live: bool) -> Optional[float]:
         return self.known[live] if not (self.unpriced[live] or self.uncounted[live]) else None
@@ -163,9 +163,9 @@ class CostTally:
             tallies[call.role].add(call, spec, self._priced.get(spec) or self._price(spec))
 
     def _price(self, spec: str) -> Priced:
-        """A spec's price, whether it is free, and how its provider counts cached tokens: looked up once a spec."""
+        """A spec's price and whether it is free: looked up once a spec."""
         price = self.prices.lookup(spec)
-        found = self._priced[spec] = (price, price is not None and price.free, provider_counts_cached_in_prompt(spec))
+        found = self._priced[spec] = (price, price is not None and price.free)
         return found
 
     def result(self) -> CostLedger:
