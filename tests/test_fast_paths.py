@@ -22,7 +22,7 @@ from personalens_testkit import files
 from personalens_testkit.costs.prices import PriceTable, shipped_prices
 from personalens_testkit.replay.scrub import REDACTED, scrub_body
 from personalens_testkit.secrets import secret_values
-from personalens_testkit.replay.store import JsonBytesSerializer
+from personalens_testkit.replay.store import _MISSING, JsonBytesSerializer, _read_fast
 from personalens_testkit.report.junit import _xml
 from personalens_testkit.results.files import ResultsWriter
 
@@ -141,6 +141,49 @@ def test_a_cassette_reads_alike_with_and_without_bytes(value, raw):
         assert JsonBytesSerializer.deserialize(text) == cassette
     escaped = '{"interactions": [{"base\\u0036\\u0034": "YQ=="}]}'  # a key base64 written with escapes
     assert JsonBytesSerializer.deserialize(escaped) == {"interactions": [b"a"]}
+
+
+# -- a cassette's JSON read by pydantic-core's parser -----------------------------------------------------
+
+CASSETTE_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ["base64", "QQ==", "", "\\u0000", "\x7f"])
+CASSETTE_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | CASSETTE_TEXT | st.binary(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(CASSETTE_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CASSETTE_JSON, st.integers(0, 2 ** 16), st.binary(max_size=3))
+def test_a_cassettes_json_reads_as_json_and_its_hook_read_it_or_goes_their_way(value, where, spliced):
+    text = JsonBytesSerializer.serialize({"interactions": [value]})
+    damaged = bytearray(text.encode("utf-8"))  # a few bytes changed anywhere: the same value, or the slow way
+    at = where % (len(damaged) + 1)
+    damaged[at:at + len(spliced)] = spliced
+    for data in (text.encode("utf-8"), bytes(damaged)):
+        _reads_alike(data)
+
+
+def _reads_alike(data):
+    """The fast reader's value is the slow one's, type for type (repr: 1 is not 1.0, nan is nan), or it steps aside
+    for the slow one, which reads it or says why not."""
+    fast = _read_fast(data)
+    try:
+        slow = JsonBytesSerializer.deserialize(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, a base64 body that is not base64, too deep
+        assert fast is _MISSING
+        return
+    assert fast is _MISSING or repr(fast) == repr(slow)
+
+
+@pytest.mark.parametrize("text", [
+    '{"base\\u0036\\u0034": "YQ=="}',  # a key base64 written with escapes
+    '{"x": {"base64": {"base64": "YQ=="}}, "y": [{"base64": "YQ==", "z": 1}]}',  # innermost first; two keys stay
+    '{"base64": "not base64!"}', '"\\ud800"', '[' * 5000 + ']' * 5000, '{"a": NaN}', '\ufeff{}', '{"a": "\x01"}',
+])
+def test_a_cassettes_json_the_fast_reader_reads_is_read_alike_and_what_it_cannot_goes_the_slow_way(text):
+    _reads_alike(text.encode("utf-8"))
 
 
 # -- a price looked up once ----------------------------------------------------------------------------

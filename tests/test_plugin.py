@@ -109,6 +109,24 @@ def test_passing_cases_write_full_result_rows(suite):
     assert len(reports) >= 12 and not any(hasattr(r, "personalens_row") or hasattr(r, "personalens_error") for r in reports)
 
 
+def test_each_case_reads_its_own_item_and_a_nested_run_gives_the_outer_one_back(suite, request):
+    from personalens_testkit.plugin import fixtures
+
+    assert fixtures._running() is request.node  # noqa: SLF001 - this test's own item, as pytest runs it
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
+    result.assert_outcomes(passed=4, deselected=1)  # each case's row kept on its own item, and written
+    assert [(r["scenario_id"], Path(r["transcript_path"]).name) for r in rows(suite)] == [
+        (f"user7-SD-Alarm-task-{n}", f"user7-SD-Alarm-task-{n}.txt") for n in range(1, 5)]
+    assert fixtures._running() is request.node  # noqa: SLF001
+    fixtures._Running.item = None  # noqa: SLF001 - as outside any test: the fixtures say what is wrong
+    try:
+        with pytest.raises(RuntimeError, match="while pytest runs a test"):
+            fixtures._running()  # noqa: SLF001
+    finally:
+        fixtures._Running.item = request.node  # noqa: SLF001
+
+
 def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
     script = Script()
     script.scores = {**script.scores, "personalization": 1, "task_completion": False}

@@ -17,6 +17,7 @@ from ..errors import ModelError
 from ..timebox import deadline
 from .base import AnswerSource, ChatRequest, ChatResponse, token_count
 from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
+from . import json_body
 
 #: How a backend asks for JSON-schema-constrained output:
 #: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);
@@ -97,7 +98,7 @@ class OpenAICompatibleChat:
     def complete(self, request: ChatRequest) -> ChatResponse:
         # encoded as httpx encodes ``json=``: the bytes on the wire are the same
         payload = self.payload(request)
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        body = json_body.body(payload)
         # a replay reads the cassette's answer without building an HTTP request (see AnswerSource)
         recorded = self._answers("POST", f"{self.base_url}/chat/completions", body, payload) if self._answers else None
         if recorded is not None:

@@ -9,7 +9,7 @@ Each module is a plugin of its own and says what it hooks:
 
 - :mod:`.configure` - options, settings, the checks before any case, xdist's shared servers, the header
 - :mod:`.cases` - parametrization, order, expectations, evaluating ahead, no start after a stop
-- :mod:`.fixtures` - ``personalens_run``, ``score_floors``, ``judged_dialogue``, ``check_floors``
+- :mod:`.fixtures` - ``personalens_run``, ``score_floors``, ``judged_dialogue``, ``check_floors`` (and which item is running, for them)
 - :mod:`.rows` - a case's row, built where it ran and carried on its report
 - :mod:`.controller` - the controlling process: rows written, early stops, the end of the run (registered there)
 - :mod:`.progress` - a live run's progress display (registered in every process)

@@ -1,9 +1,10 @@
 """The fixtures a suite test asks for: the run, the floors, the judged dialogue of its case and the check of
-its floors. What a case's fixtures find is kept on its item (:data:`~.cases.CASE`) for its row."""
+its floors. What a case's fixtures find is kept on its item (:data:`~.cases.CASE`) for its row. Hook:
+``pytest_runtest_protocol`` (a wrapper: which item this process is running, for the fixtures)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
@@ -18,6 +19,31 @@ from .cases import CASE, STATE, CaseRecord, expected_of
 
 if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first case, not with pytest
     from ..evaluation import Evaluation
+
+
+class _Running:
+    """The item this process is running, for the fixtures below: they read it rather than ask for pytest's
+    ``request``, which pytest builds afresh, a signature read and all, each time a fixture asks for it (five times
+    a case: about 2 % of a replayed case's time). pytest runs one item at a time in a process (``--concurrency``
+    evaluates ahead in threads of its own, which read no fixture); a run nested in it (pytester's in-process runs)
+    puts the outer item back when it ends."""
+
+    item: pytest.Item | None = None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    outer, _Running.item = _Running.item, item
+    try:
+        return (yield)
+    finally:
+        _Running.item = outer
+
+
+def _running() -> pytest.Item:
+    if _Running.item is None:
+        raise RuntimeError("the personalens fixtures are read while pytest runs a test, not outside one")
+    return _Running.item
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +68,11 @@ def personalens_repeat() -> int:
 
 
 @pytest.fixture
-def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personalens_repeat: int,
-                    personalens_run: Run) -> Evaluation:
+def judged_dialogue(scenario: Scenario, personalens_repeat: int, personalens_run: Run) -> Evaluation:
     """Run the scenario's dialogue and judge it. A model or parsing failure is an error of the case."""
-    evaluation = personalens_run.runner.evaluate_case(request.node.nodeid, scenario, personalens_repeat)
-    record = request.node.stash[CASE] = CaseRecord(evaluation)
+    item = _running()
+    evaluation = personalens_run.runner.evaluate_case(item.nodeid, scenario, personalens_repeat)
+    record = item.stash[CASE] = CaseRecord(evaluation)
     path = personalens_run.runner.transcript_path(scenario, personalens_repeat)
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
@@ -64,13 +90,15 @@ def judged_dialogue(request: pytest.FixtureRequest, scenario: Scenario, personal
 
 
 @pytest.fixture
-def check_floors(request: pytest.FixtureRequest, score_floors: ScenarioFloors, personalens_run: Run) -> Any:
+def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
     """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed.
     The floors are the ``score_floors`` fixture's (override it to change them): the row reports what it found."""
 
+    item = _running()
+
     def check(evaluation: Evaluation) -> None:
         assert evaluation.verdict is not None
-        record = request.node.stash.get(CASE, None) or CaseRecord(evaluation)  # kept only if judged_dialogue made it
+        record = item.stash.get(CASE, None) or CaseRecord(evaluation)  # kept only if judged_dialogue made it
         changed = personalens_run.recording.differences(evaluation)
         if changed is not None:  # an offline replay of a recording: it must reproduce the recorded scores
             if changed:

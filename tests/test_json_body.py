@@ -1,0 +1,77 @@
+"""A chat request's body (llm/json_body.py) is byte for byte what json.dumps(payload, ensure_ascii=False,
+separators=(",", ":"), allow_nan=False) encodes, whatever its text and shape - and fails where that fails."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from personalens_testkit.llm.json_body import body, dumps
+from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
+from personalens_testkit.llm.base import ChatRequest, Message
+
+
+def plain(value):
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+# every kind of character the two encodings treat apart: controls, DEL, backslashes before a "u", quotes,
+# accents, characters beyond the first plane, and a literal "\u" written in the text
+CHARS = st.characters(blacklist_categories=("Cs",))
+TEXT = st.text(CHARS, max_size=30) | st.text(st.sampled_from(["\\", "u", "\"", "\x7f", "\x00", "\n", "é", "\U0001F600",
+                                                                "a", "0"]), max_size=12)
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+                    max_leaves=10)
+MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": TEXT})
+PAYLOAD = st.fixed_dictionaries(
+    {"model": TEXT, "messages": st.lists(MESSAGE | JSON, max_size=4)},
+    optional={"temperature": st.floats(0, 2), "max_tokens": st.integers(1, 9000), "response_format": JSON,
+              "stop": st.lists(TEXT, max_size=2)},
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON)
+def test_any_value_is_encoded_as_json_dumps_encodes_it(value):
+    assert dumps(value).encode("utf-8") == plain(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PAYLOAD)
+def test_a_payload_is_encoded_as_json_dumps_encodes_it(payload):
+    assert body(payload) == plain(payload)
+
+
+@pytest.mark.parametrize("payload", [
+    {1: "a key that is a number", "messages": []},
+    {"messages": [{"role": "user", "content": "\ud800 a lone surrogate"}]},
+    {"model": "m", "temperature": math.nan},
+    {"model": "m", "max_tokens": math.inf},
+    {"model": "m", "messages": [object()]},
+])
+def test_what_json_dumps_refuses_or_coerces_is_refused_or_coerced_alike(payload):
+    try:
+        expected = plain(payload)
+    except (ValueError, TypeError) as exc:
+        with pytest.raises(type(exc)):
+            body(payload)
+        return
+    assert body(payload) == expected
+
+
+def test_the_client_sends_the_body_json_dumps_would_make():
+    sent = []
+    chat = OpenAICompatibleChat(spec="openai:m", base_url="http://127.0.0.1:9/v1", model="m",
+                                answers=lambda method, uri, body, payload: sent.append((body, payload)) or {
+                                    "status": {"code": 200},
+                                    "body": {"string": '{"choices":[{"message":{"content":"ok"}}]}'}})
+    for text in ["plain ASCII", "caf\u00e9 \u2014 \U0001F600", "a \\u0041 written out", "a\x7fb"]:
+        chat.complete(ChatRequest(messages=(Message(role="system", content="rules"), Message(role="user", content=text)),
+                                  temperature=0.0, max_tokens=50, purpose="judge"))
+    assert len(sent) == 4
+    assert all(body == plain(payload) for body, payload in sent)
