@@ -6,13 +6,16 @@ of the process environment read from its raw pairs."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from string import Template
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +23,7 @@ from hypothesis import strategies as st
 
 from personalens_testkit import files
 from personalens_testkit.costs.prices import PriceTable, shipped_prices
+from personalens_testkit.prompts import render
 from personalens_testkit.replay.scrub import REDACTED, scrub_body
 from personalens_testkit.secrets import secret_values
 from personalens_testkit.replay.store import _MISSING, JsonBytesSerializer, _read_fast
@@ -302,3 +306,72 @@ def test_a_whole_file_is_written_when_its_temporary_name_is_taken_or_its_folder_
     assert long_name.read_text() == "three"
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, taken.name])
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# -- a prompt template filled from its pieces ------------------------------------------------------------
+
+PIECES = st.sampled_from(["a", " ", "\n", "é", "$", "$$", "$x", "${x}", "${y}", "$y1", "${", "$1", "{", "}", "$x$y1",
+                          "$$x", "${ x}", "$_", "$ ", "${y}}"])
+
+
+def _filled(fill, name, values):
+    try:
+        return fill(name, **values)
+    except (KeyError, ValueError) as exc:
+        return type(exc), str(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECES, max_size=10), st.sets(st.sampled_from(["x", "y", "y1", "_", "z"])))
+def test_a_template_filled_from_its_pieces_is_the_text_substitute_makes(parts, given_names):
+    text = "".join(parts)
+    values = {name: f"<{name}:$x>" for name in given_names}  # a value holding a placeholder is not read again
+    render._pieces.cache_clear()
+    try:
+        with mock.patch.object(render, "template", lambda name: Template(text)):
+            found = _filled(render.fill, "any", values)
+    finally:
+        render._pieces.cache_clear()
+    assert found == _filled(lambda template_name, **v: Template(text).substitute(**v), "any", values)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in Path(render.__file__).parent.glob("*.txt")))
+def test_every_shipped_template_is_filled_as_substitute_fills_it(name):
+    names = {m.group("named") or m.group("braced") for m in Template.pattern.finditer(render.template(name).template)}
+    values = {n: f"[{n} $text]" for n in names if n}
+    assert render.fill(name, **values) == render.template(name).substitute(**values)
+    for missing in values:
+        with pytest.raises(KeyError):
+            render.fill(name, **{n: v for n, v in values.items() if n != missing})
+
+
+# -- a recorded request made only when something reads it ----------------------------------------------
+
+STORED = st.fixed_dictionaries({
+    "method": st.sampled_from(["POST", "GET"]),
+    "uri": st.sampled_from(["http://local/v1/chat/completions", "https://bedrock-runtime.us-east-1.amazonaws.com/m?x=1"]),
+    "body": st.none() | st.text(max_size=20) | st.binary(max_size=8),
+    "headers": st.dictionaries(st.sampled_from(["Content-Type", "x-call"]), st.lists(st.text(max_size=5), min_size=1, max_size=2)),
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(STORED)
+def test_a_stored_request_is_the_request_vcrpy_makes_once_read(stored):
+    from vcr.request import Request
+
+    from personalens_testkit.replay.indexed import StoredRequest, raw_key
+
+    eager, lazy = Request._from_dict(dict(stored)), StoredRequest(dict(stored))
+    assert raw_key(lazy) == raw_key(eager)  # read from the dict, the request not yet made
+    assert "_stored" in lazy.__dict__
+    assert (lazy.method, lazy.uri, lazy.body, dict(lazy.headers)) == (eager.method, eager.uri, eager.body, dict(eager.headers))
+    assert {k: v for k, v in vars(lazy).items() if k != "_headers"} == {k: v for k, v in vars(eager).items() if k != "_headers"}
+    assert raw_key(lazy) == raw_key(eager) and lazy._to_dict() == eager._to_dict()
+    copied = copy.deepcopy(StoredRequest(dict(stored)))
+    assert copied._to_dict() == eager._to_dict()
+    changed = StoredRequest(dict(stored))
+    changed.uri = "http://local/other"  # a change before any read is kept, the rest made from the dict
+    assert (changed.uri, changed.method, changed.body) == ("http://local/other", eager.method, eager.body)
+    with pytest.raises(AttributeError):
+        StoredRequest(dict(stored)).no_such_attribute  # noqa: B018

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from personalens_testkit.llm.json_body import body, dumps
+from personalens_testkit.llm.json_body import body, dumps, loads
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.llm.base import ChatRequest, Message
 
@@ -75,3 +75,30 @@ def test_the_client_sends_the_body_json_dumps_would_make():
                                   temperature=0.0, max_tokens=50, purpose="judge"))
     assert len(sent) == 4
     assert all(body == plain(payload) for body, payload in sent)
+
+
+def _read(read, data):
+    try:
+        return repr(read(data))  # repr: 1 is not 1.0 nor True, nan is nan
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON, st.integers(0, 2 ** 16), st.binary(max_size=3), st.sampled_from(["utf-8", "utf-16", "str"]))
+def test_an_answer_reads_as_json_loads_reads_it_or_fails_alike(value, where, spliced, form):
+    text = json.dumps(value, ensure_ascii=False)
+    data = text if form == "str" else text.encode(form, "surrogatepass")
+    assert _read(loads, data) == _read(json.loads, data)
+    if form == "str":
+        return
+    damaged = bytearray(data)  # a few bytes changed anywhere
+    at = where % (len(damaged) + 1)
+    damaged[at:at + len(spliced)] = spliced
+    assert _read(loads, bytes(damaged)) == _read(json.loads, bytes(damaged))
+
+
+@pytest.mark.parametrize("data", [b'"\\ud800"', b'{"a": NaN, "b": -Infinity}', b"1" * 4301, b"1" * 4300, b"[" * 3000,
+                                  b'\xef\xbb\xbf{}', b'{"a": "\x01"}', b'{"a": 1, "a": 2}', b"", b"1e999", b"-0"])
+def test_an_answer_json_reads_apart_is_read_alike(data):
+    assert _read(loads, data) == _read(json.loads, data)

@@ -135,7 +135,7 @@ class OpenAICompatibleChat:
 
     def _parse(self, content: bytes | str) -> ChatResponse:
         try:
-            data = json.loads(content)
+            data = json_body.loads(content)
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
             usage = data.get("usage") or {}

@@ -22,8 +22,29 @@ def template(name: str) -> Template:
     return Template(text)
 
 
+@cache
+def _pieces(name: str) -> tuple[tuple[str, str | None], ...] | None:
+    """The template as (text, name of the value after it) pieces, read once with :class:`Template`'s own pattern;
+    None for a template :meth:`Template.substitute` refuses (an invalid placeholder), which then says why."""
+    found, start = [], 0
+    for match in template(name).pattern.finditer(template(name).template):
+        if match.group("invalid") is not None:
+            return None
+        named = match.group("named") or match.group("braced")
+        text = match.string[start:match.start()]
+        found.append((text + "$", None) if named is None else (text, named))  # "$$" writes one "$"
+        start = match.end()
+    found.append((template(name).template[start:], None))
+    return tuple(found)
+
+
 def fill(name: str, **values: str) -> str:
-    return template(name).substitute(**values)
+    """``template(name).substitute(**values)``, from the pieces read once: the same text, the same KeyError for a
+    value not given."""
+    pieces = _pieces(name)
+    if pieces is None:
+        return template(name).substitute(**values)
+    return "".join(text if named is None else text + str(values[named]) for text, named in pieces)
 
 
 def bullet_pairs(pairs: Iterable[tuple[str, object]]) -> str:

@@ -225,10 +225,11 @@ def _kind(value: Any) -> str:
 
 def _interactions(cassette: dict[str, Any]) -> Any:
     """vcrpy's form of a cassette checked by :func:`_not_a_cassette`, as its deserializer gives it."""
-    from vcr.request import Request
     from vcr.serializers import compat
 
-    requests = [Request._from_dict(item["request"]) for item in cassette["interactions"]]
+    from .indexed import StoredRequest
+
+    requests = [StoredRequest(item["request"]) for item in cassette["interactions"]]
     responses = [compat.convert_to_bytes(item["response"]) for item in cassette["interactions"]]
     if cassette.get("metadata"):
         return requests, responses, cassette["metadata"]
