@@ -99,6 +99,8 @@ def test_an_answer_reads_as_json_loads_reads_it_or_fails_alike(value, where, spl
 
 
 @pytest.mark.parametrize("data", [b'"\\ud800"', b'{"a": NaN, "b": -Infinity}', b"1" * 4301, b"1" * 4300, b"[" * 3000,
-                                  b'\xef\xbb\xbf{}', b'{"a": "\x01"}', b'{"a": 1, "a": 2}', b"", b"1e999", b"-0"])
+                                  b'\xef\xbb\xbf{}', b'{"a": "\x01"}', b'{"a": 1, "b": 2, "a": 3}', b"", b"1e999", b"-0",
+                                  b"1.7976931348623159e308", b"2.4703282292062328e-324", b"9007199254740993.0",
+                                  b"1.00000000000000011102230246251565404236316680908203125", b"1E+2"])
 def test_an_answer_json_reads_apart_is_read_alike(data):
     assert _read(loads, data) == _read(json.loads, data)
