@@ -375,3 +375,44 @@ def test_a_stored_request_is_the_request_vcrpy_makes_once_read(stored):
     assert (changed.uri, changed.method, changed.body) == ("http://local/other", eager.method, eager.body)
     with pytest.raises(AttributeError):
         StoredRequest(dict(stored)).no_such_attribute  # noqa: B018
+
+
+def test_a_stored_request_read_by_many_threads_at_once_is_whole_for_each(monkeypatch):
+    import time
+
+    import vcr.request
+
+    from personalens_testkit.replay.indexed import StoredRequest
+
+    slow = vcr.request._is_nonsequence_iterator
+    monkeypatch.setattr(vcr.request, "_is_nonsequence_iterator", lambda body: time.sleep(0.05) or slow(body))
+    request = StoredRequest({"method": "POST", "uri": "http://local/v1", "body": "x", "headers": {"A": ["1"]}})
+    barrier, seen = threading.Barrier(8), []
+
+    def read():
+        barrier.wait()
+        seen.append((request.body, request.method, dict(request.headers)))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [(b"x", "POST", {"A": "1"})] * 8
+
+
+def test_a_stored_request_that_cannot_be_made_says_so_on_every_read_and_a_copy_shares_its_headers():
+    from vcr.request import Request
+
+    from personalens_testkit.replay.indexed import StoredRequest
+
+    broken = StoredRequest({"method": "POST", "uri": "http://local/v1", "body": "\ud800", "headers": {}})
+    for _ in range(2):  # as vcrpy's own Request raises when it is made
+        with pytest.raises(UnicodeEncodeError):
+            broken.body  # noqa: B018
+    with pytest.raises(UnicodeEncodeError):
+        Request._from_dict({"method": "POST", "uri": "http://local/v1", "body": "\ud800", "headers": {}})
+    original = StoredRequest({"method": "POST", "uri": "http://local/v1", "body": "x", "headers": {"A": ["1"]}})
+    copied = copy.copy(original)
+    copied.headers["B"] = "2"
+    assert dict(original.headers) == {"A": "1", "B": "2"}  # as copy.copy of vcrpy's Request shares them

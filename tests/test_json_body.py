@@ -104,3 +104,8 @@ def test_an_answer_reads_as_json_loads_reads_it_or_fails_alike(value, where, spl
                                   b"1.00000000000000011102230246251565404236316680908203125", b"1E+2"])
 def test_an_answer_json_reads_apart_is_read_alike(data):
     assert _read(loads, data) == _read(json.loads, data)
+
+
+def test_an_answer_given_as_text_holding_a_lone_surrogate_is_read_as_json_reads_it():
+    text = '{"choices": [{"message": {"content": "ok"}}], "id": "\ud800"}'
+    assert _read(loads, text) == _read(json.loads, text)

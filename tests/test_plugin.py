@@ -119,12 +119,38 @@ def test_each_case_reads_its_own_item_and_a_nested_run_gives_the_outer_one_back(
     assert [(r["scenario_id"], Path(r["transcript_path"]).name) for r in rows(suite)] == [
         (f"user7-SD-Alarm-task-{n}", f"user7-SD-Alarm-task-{n}.txt") for n in range(1, 5)]
     assert fixtures._running() is request.node  # noqa: SLF001
-    fixtures._Running.item = None  # noqa: SLF001 - as outside any test: the fixtures say what is wrong
+    fixtures._RUNNING.item = None  # noqa: SLF001 - as outside any test: the fixtures say what is wrong
     try:
-        with pytest.raises(RuntimeError, match="while pytest runs a test"):
+        with pytest.raises(RuntimeError, match="while pytest sets up or runs a test"):
             fixtures._running()  # noqa: SLF001
     finally:
-        fixtures._Running.item = request.node  # noqa: SLF001
+        fixtures._RUNNING.item = request.node  # noqa: SLF001
+
+
+def test_each_thread_reads_the_item_it_runs(request):
+    import threading
+
+    from personalens_testkit.plugin import fixtures
+
+    barrier, seen = threading.Barrier(2), {}
+
+    def run(item, phase):
+        wrapper = phase(item)
+        next(wrapper)  # inside the phase: the thread's own item, whatever the other thread runs meanwhile
+        barrier.wait()
+        seen[item] = fixtures._running()  # noqa: SLF001
+        barrier.wait()
+        with pytest.raises(StopIteration):
+            wrapper.send(None)
+
+    threads = [threading.Thread(target=run, args=(item, phase)) for item, phase in
+               (("item-A", fixtures.pytest_runtest_setup), ("item-B", fixtures.pytest_runtest_call))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {"item-A": "item-A", "item-B": "item-B"}
+    assert fixtures._running() is request.node  # noqa: SLF001 - this thread's, as it was
 
 
 def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):

@@ -7,8 +7,8 @@
   on the English prompts of the benchmark, is used whenever its text holds no ``\\u``; otherwise the value is
   encoded again the other way (a text that holds a backslash before a ``u`` is, too: the same bytes either way).
 - An answer's body: ``json.loads``, read by pydantic-core's parser (as strict as json's, and faster) where it
-  can; what it cannot read (a lone surrogate escape, UTF-16, bad JSON) is read by json, which reads it or says
-  why not, as before.
+  can; what it cannot read (a lone surrogate, escaped or not, UTF-16, bad JSON) is read by json, which reads it
+  or says why not, as before.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ _as_is = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 
 
 def dumps(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``, faster for ASCII text."""
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``, faster for ASCII text. A
+    value that holds other text is read twice (a client's payload: plain values, the same each time)."""
     text = _ascii(value)
     if "\\u" not in text:  # nothing escaped that the other encoding writes as it is: the same text
         return text
@@ -39,5 +40,5 @@ def loads(data: bytes | str) -> Any:
     """``json.loads(data)``: the same value, or the same error."""
     try:
         return from_json(data)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate, which json reads
         return json.loads(data)

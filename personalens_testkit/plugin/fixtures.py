@@ -1,9 +1,10 @@
 """The fixtures a suite test asks for: the run, the floors, the judged dialogue of its case and the check of
-its floors. What a case's fixtures find is kept on its item (:data:`~.cases.CASE`) for its row. Hook:
-``pytest_runtest_protocol`` (a wrapper: which item this process is running, for the fixtures)."""
+its floors. What a case's fixtures find is kept on its item (:data:`~.cases.CASE`) for its row. Hooks:
+``pytest_runtest_setup``, ``pytest_runtest_call`` (wrappers: which item this thread is running, for the fixtures)."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
@@ -21,29 +22,41 @@ if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first cas
     from ..evaluation import Evaluation
 
 
-class _Running:
-    """The item this process is running, for the fixtures below: they read it rather than ask for pytest's
-    ``request``, which pytest builds afresh, a signature read and all, each time a fixture asks for it (five times
-    a case: about 2 % of a replayed case's time). pytest runs one item at a time in a process (``--concurrency``
-    evaluates ahead in threads of its own, which read no fixture); a run nested in it (pytester's in-process runs)
-    puts the outer item back when it ends."""
+class _Running(threading.local):
+    """The item this thread is running a phase of, for the fixtures below: they read it rather than ask for
+    pytest's ``request``, which pytest builds afresh, a signature read and all, each time a fixture asks for it
+    (the parametrized ``scenario`` still does). Set for the set-up and the call of every item (a
+    fixture asked for inside a test is made in its call), in the thread that runs them; a run nested in one
+    (pytester's in-process runs) puts the outer item back when it ends."""
 
     item: pytest.Item | None = None
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-    outer, _Running.item = _Running.item, item
+_RUNNING = _Running()
+
+
+def _as_running(item: pytest.Item) -> Generator[None, Any, Any]:
+    outer, _RUNNING.item = _RUNNING.item, item
     try:
         return (yield)
     finally:
-        _Running.item = outer
+        _RUNNING.item = outer
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    return (yield from _as_running(item))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    return (yield from _as_running(item))
 
 
 def _running() -> pytest.Item:
-    if _Running.item is None:
-        raise RuntimeError("the personalens fixtures are read while pytest runs a test, not outside one")
-    return _Running.item
+    if _RUNNING.item is None:
+        raise RuntimeError("the personalens fixtures are read while pytest sets up or runs a test, not outside one")
+    return _RUNNING.item
 
 
 @pytest.fixture(scope="session")

@@ -88,7 +88,9 @@ def _read_fast(data: bytes) -> Any:
     """:meth:`JsonBytesSerializer.deserialize` of ``data`` decoded, read by pydantic-core's parser (twice as fast as
     json's, and as strict) and its ``{"base64": ...}`` objects then made bytes, innermost first, as the hook makes
     them; ``_MISSING`` for what that parser cannot read (not UTF-8, not JSON, a lone surrogate escape, nested too
-    deeply, a body's base64 invalid), which goes the slower way and is told apart there."""
+    deeply, a body's base64 invalid), which goes the slower way and is told apart there. One difference: an object
+    that a later duplicate key replaces is never read here, where the hook decoded it, and failed on invalid base64
+    in it, before it was dropped; the value read is the same."""
     try:
         value = from_json(data)
         return _bytes_within(value) if type(value) is dict or type(value) is list else value
