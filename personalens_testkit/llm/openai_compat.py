@@ -15,9 +15,9 @@ import httpx
 
 from ..errors import ModelError
 from ..timebox import deadline
+from . import json_body
 from .base import AnswerSource, ChatRequest, ChatResponse, token_count
 from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
-from . import json_body
 
 #: How a backend asks for JSON-schema-constrained output:
 #: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);

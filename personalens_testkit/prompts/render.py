@@ -26,15 +26,15 @@ def template(name: str) -> Template:
 def _pieces(name: str) -> tuple[tuple[str, str | None], ...] | None:
     """The template as (text, name of the value after it) pieces, read once with :class:`Template`'s own pattern;
     None for a template :meth:`Template.substitute` refuses (an invalid placeholder), which then says why."""
-    found, start = [], 0
-    for match in template(name).pattern.finditer(template(name).template):
+    whole, found, start = template(name), [], 0
+    for match in whole.pattern.finditer(whole.template):
         if match.group("invalid") is not None:
             return None
         named = match.group("named") or match.group("braced")
         text = match.string[start:match.start()]
         found.append((text + "$", None) if named is None else (text, named))  # "$$" writes one "$"
         start = match.end()
-    found.append((template(name).template[start:], None))
+    found.append((whole.template[start:], None))
     return tuple(found)
 
 

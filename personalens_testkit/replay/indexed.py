@@ -67,8 +67,7 @@ class StoredRequest(Request):
         super().__setattr__(name, value)
 
     def __copy__(self) -> StoredRequest:  # as copy.copy copies vcrpy's: the same headers object
-        if "_stored" in self.__dict__:
-            self._make()
+        self._make()
         copied = object.__new__(StoredRequest)
         copied.__dict__.update(self.__dict__)
         return copied

@@ -91,8 +91,8 @@ def _has_secret_field(value: Any) -> bool:
             for key, inner in item.items():
                 if isinstance(inner, _NESTED):
                     waiting.append(inner)
-                elif isinstance(inner, (str, int)) and is_secret_name(key if isinstance(key, str) else str(key)):
-                    return True  # _secret_field(key, inner), written out: a prompt's payload has a few dozen keys
+                elif _secret_field(key, inner):
+                    return True
         elif isinstance(item, (list, tuple)):
             waiting += [inner for inner in item if isinstance(inner, _NESTED)]
     return False

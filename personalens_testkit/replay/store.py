@@ -146,26 +146,22 @@ class XzPersister:
             limit = " (MAX_CASSETTE_BYTES, the most a cassette may hold)" if exc.too_large else ""
             raise CassetteError(path, f"{exc}{limit}") from None
         cassette = _read_fast(data) if serializer is JsonBytesSerializer else _MISSING
-        if cassette is not _MISSING:
-            problem = _not_a_cassette(cassette)
-            if problem:
-                raise CassetteError(path, f"not a cassette of ours: {problem}")
-            return _interactions(cassette)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CassetteError(path, f"not UTF-8 text once decompressed (byte 0x{data[exc.start]:02x} at "
-                                      f"position {exc.start:,})") from None
-        del data
-        try:
-            cassette = serializer.deserialize(text)
-        except json.JSONDecodeError as exc:
-            raise CassetteError(path, f"not JSON once decompressed ({exc.msg}: line {exc.lineno}, column "
-                                      f"{exc.colno})") from None
-        except RecursionError:
-            raise CassetteError(path, "not a cassette of ours: its JSON is nested too deeply") from None
-        except (binascii.Error, ValueError) as exc:  # a {"base64": ...} body that is not base64
-            raise CassetteError(path, f"not a cassette of ours: a body's base64 is invalid ({exc})") from None
+        if cassette is _MISSING:  # the serializer's own reading, which says why a file cannot be read
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CassetteError(path, f"not UTF-8 text once decompressed (byte 0x{data[exc.start]:02x} at "
+                                          f"position {exc.start:,})") from None
+            del data
+            try:
+                cassette = serializer.deserialize(text)
+            except json.JSONDecodeError as exc:
+                raise CassetteError(path, f"not JSON once decompressed ({exc.msg}: line {exc.lineno}, column "
+                                          f"{exc.colno})") from None
+            except RecursionError:
+                raise CassetteError(path, "not a cassette of ours: its JSON is nested too deeply") from None
+            except (binascii.Error, ValueError) as exc:  # a {"base64": ...} body that is not base64
+                raise CassetteError(path, f"not a cassette of ours: a body's base64 is invalid ({exc})") from None
         problem = _not_a_cassette(cassette)
         if problem:
             raise CassetteError(path, f"not a cassette of ours: {problem}")
