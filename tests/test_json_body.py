@@ -3,6 +3,9 @@ separators=(",", ":"), allow_nan=False) encodes, whatever its text and shape - a
 
 from __future__ import annotations
 
+import collections
+import enum
+import functools
 import json
 import math
 
@@ -10,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from personalens_testkit.llm.json_body import body, dumps, loads
+from personalens_testkit.llm.json_body import _written_alike, body, dumps, loads
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.llm.base import ChatRequest, Message
 
@@ -45,6 +48,59 @@ def test_any_value_is_encoded_as_json_dumps_encodes_it(value):
 @given(PAYLOAD)
 def test_a_payload_is_encoded_as_json_dumps_encodes_it(payload):
     assert body(payload) == plain(payload)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON)
+def test_any_value_is_made_the_body_json_dumps_makes(value):
+    assert body(value) == plain(value)
+
+
+def test_every_character_is_written_as_json_writes_it_on_the_fast_path():
+    text = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000)
+    payload = {"model": "m", "messages": [{"role": "user", "content": text}], "stop": [text[:300]]}
+    assert _written_alike(payload)  # pydantic-core writes it
+    assert body(payload) == plain(payload)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([1e-07, 1e-05, 1e16, 1e22, 5e-324, -0.0]))
+def test_a_float_is_written_as_json_writes_it(number):
+    assert body({"temperature": number, "messages": [number]}) == plain({"temperature": number, "messages": [number]})
+
+
+class _Text(str):
+    def __str__(self):
+        return "not what json writes"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+@pytest.mark.parametrize("payload", [
+    {"n": 2 ** 63 - 1, "m": -2 ** 63 + 1}, {"n": 2 ** 63}, {"n": -2 ** 64}, {"n": 10 ** 4299}, {"n": 10 ** 4300},
+    {"text": _Text("mine")}, {"level": _Level.HIGH}, {"as": (1, "tuple")}, collections.OrderedDict(a=1),
+    {None: 1}, {True: 1}, {1.5: 1}, {1e-07: 1}, {(1, 2): 1}, {_Level.HIGH: 1}, {b"key": 1},
+    {"deep": functools.reduce(lambda inner, _: [inner], range(200), [])}, {"on": True, "off": False, "none": None},
+    {"tab\t": "\u0041 \\u written", "ctrl": "\x00\x1f\x7f\u2028"},
+])
+def test_values_beside_plain_json_make_the_body_json_dumps_makes(payload):
+    assert _made(body, payload) == _made(plain, payload)
+
+
+def _made(encode, payload):
+    try:
+        return encode(payload)
+    except (ValueError, TypeError) as exc:  # json refuses integers of more than 4,300 digits
+        return type(exc)
+
+
+def test_a_value_that_holds_itself_is_refused_as_json_refuses_it():
+    payload = {"messages": []}
+    payload["messages"].append(payload)
+    with pytest.raises(ValueError, match="Circular reference"):
+        body(payload)
 
 
 @pytest.mark.parametrize("payload", [

@@ -137,8 +137,9 @@ def read_rows(path: Path, *, written: set[bytes] | None = None) -> list[ResultRo
 
 
 def line_digest(data: bytes) -> bytes:
-    """What :attr:`ResultsWriter.written` keeps of a line it wrote (its bytes, ended by a line break)."""
-    return hashlib.blake2b(data if data.endswith(b"\n") else data + b"\n", digest_size=16).digest()
+    """What :attr:`ResultsWriter.written` keeps of a line it wrote (its bytes, ended by a line break): 16 bytes of
+    its SHA-256 (on processors with SHA instructions, 2.5 times cheaper than BLAKE2b; a row is read three times)."""
+    return hashlib.sha256(data if data.endswith(b"\n") else data + b"\n").digest()[:16]
 
 
 def _whole_lines(lines: Iterable[str]) -> Iterator[str]:
