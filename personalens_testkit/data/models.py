@@ -6,6 +6,7 @@ validates the upstream files directly and a validation error names the upstream 
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import Enum
 from typing import Annotated, Union
@@ -124,9 +125,13 @@ class Scenario(BaseModel):
         return int(self.user_id.removeprefix("user"))
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@functools.lru_cache(maxsize=4096)  # a run's task ids are few and read many times a case (``scenario_id``)
 def id_safe(text: str) -> str:
     """Make a task id safe for pytest ids and ``-k``: ``SD-Rental Cars-task-1`` -> ``SD-RentalCars-task-1``."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "", text)
+    return _UNSAFE.sub("", text)
 
 
 def case_id(scenario_id: str, repeat: int | None = 1) -> str:

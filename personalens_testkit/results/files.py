@@ -130,7 +130,7 @@ def read_rows(path: Path, *, written: set[bytes] | None = None) -> list[ResultRo
     """One row per case of a results file this run wrote, the newest (see :func:`dedupe_rows`; a torn last
     line from a crash is skipped); with ``written`` (a :class:`ResultsWriter`'s digests), only the lines it wrote."""
     with open(path, encoding="utf-8") as handle:
-        lines = _whole_lines(handle)
+        lines = whole_lines(handle)
         if written is not None:
             lines = (line for line in lines if line_digest(line.encode("utf-8")) in written)
         return dedupe_rows(ResultRow.model_validate_json(line) for line in lines)
@@ -142,7 +142,7 @@ def line_digest(data: bytes) -> bytes:
     return hashlib.sha256(data if data.endswith(b"\n") else data + b"\n").digest()[:16]
 
 
-def _whole_lines(lines: Iterable[str]) -> Iterator[str]:
+def whole_lines(lines: Iterable[str]) -> Iterator[str]:
     """The whole lines of a JSON-lines text: each line ended by a newline, and a last one without it only if it
     is a whole JSON value (a file written without a final newline keeps its last row; a torn one is dropped)."""
     for line in lines:
@@ -153,7 +153,7 @@ def _whole_lines(lines: Iterable[str]) -> Iterator[str]:
             continue
         try:
             json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # the torn last line of a killed run
         yield line
 
@@ -205,10 +205,10 @@ def finished_instant(value: Any) -> float:
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
+def load_records(path: Path, *, what: str = "results", text: str | None = None) -> list[dict[str, Any]]:
     """The records of a report JSON, a JSON-lines file or a JSON list, each an object with a
-    ``scenario_id`` (rows, or labels: see ``personalens agreement``), as plain dicts."""
-    data = _load_json(path, what)
+    ``scenario_id`` (rows, or labels: see ``personalens agreement``), as plain dicts. ``text``: the file's, if read."""
+    data = _load_json(path, what, text)
     if isinstance(data, dict) and "scenario_id" in data:
         data = [data]  # a file of one record
     records = data.get("rows") if isinstance(data, dict) else data
@@ -222,21 +222,26 @@ def load_records(path: Path, *, what: str = "results") -> list[dict[str, Any]]:
 MAX_RESULTS_BYTES = 1 << 30
 
 
-def _load_json(path: Path, what: str) -> Any:
+def results_text(path: Path, what: str) -> str:
+    """The text of a results file (xz-compressed when its name ends in ``.xz``), or a UsageError naming it."""
     try:
         data = read_xz(path, MAX_RESULTS_BYTES) if path.name.endswith(".xz") else path.read_bytes()
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError, BoundedReadError) as exc:
         raise UsageError(f"{what} {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
+
+
+def _load_json(path: Path, what: str, text: str | None = None) -> Any:
+    text = results_text(path, what) if text is None else text
+    try:  # ValueError: not JSON, or an integer of more than 4,300 digits; RecursionError: nested too deep
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         lines = text.splitlines(keepends=True)
-        complete = list(_whole_lines(lines)) or [line for line in lines if line.strip()]
+        complete = list(whole_lines(lines)) or [line for line in lines if line.strip()]
         try:
             return [json.loads(line) for line in complete]
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"{what} {path}: not JSON or JSON lines ({getattr(exc, 'msg', None) or exc})") from None
 
 
 def _row(data: dict[str, Any], path: Path, what: str, number: int) -> ResultRow:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..data.models import case_id
-from .files import dedupe_rows, finished_instant, load_records, load_rows, newest_per_case, write_rows
+from .fields import load_fields
+from .files import dedupe_rows, finished_instant, load_rows, newest_per_case, write_rows
 from .rows import ResultRow
 
 RESULTS_NAME = "results.jsonl.xz"
@@ -77,8 +78,8 @@ def load_compared(path: Path) -> dict[str, dict[str, Any]]:
     def case(record: dict[str, Any]) -> str:
         return case_id(record["scenario_id"], record.get("repeat"))
 
-    records = newest_per_case(load_records(found, what="recorded results"), case=case,
-                              finished=lambda record: record.get("finished_at"))
+    records = newest_per_case(load_fields(found, ("repeat", "finished_at", *COMPARED), what="recorded results"),
+                              case=case, finished=lambda record: record.get("finished_at"))
     return {case(record): {name: record.get(name) for name in COMPARED} for record in records}
 
 
