@@ -5,6 +5,7 @@ docs/architecture.md draws the same layers."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -154,6 +155,30 @@ def test_loading_the_plugin_leaves_what_a_case_needs_for_later():
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "", f"loaded with the plugin: {done.stdout.strip()}"
 
+
+
+#: what only the end of a run (its report, verdict, calibration), a retry or a run that asks for them needs
+AT_THE_END = ("personalens_testkit.run.finish", "personalens_testkit.report.model", "personalens_testkit.report.summary",
+              "personalens_testkit.calibration.report", "personalens_testkit.gating.compare",
+              "personalens_testkit.gating.verdict", "personalens_testkit.run.early_stop", "personalens_testkit.run.budget",
+              "tenacity")
+PROBE = """
+import sys
+def pytest_unconfigure(config):
+    print("LOADED " + " ".join(m for m in {names!r} if m in sys.modules))
+"""
+
+
+def test_a_collection_leaves_what_the_end_of_a_run_needs_unloaded(tmp_path):
+    """``pytest suites/ --collect-only`` reads the settings, the dataset and the cost estimate, and nothing of the
+    report, the verdict or the retries (bench/startup.py measures a collection against a bare pytest)."""
+    (tmp_path / "end_probe.py").write_text(PROBE.format(names=AT_THE_END))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "end_probe", "-p", "no:cacheprovider", "suites/",
+                           "--collect-only", "-q", "-k", "user7-SD-Alarm-task-1", "-s"],
+                          cwd=PACKAGE.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "LOADED \n" in done.stdout + "\n", [line for line in done.stdout.splitlines() if line.startswith("LOADED")]
 
 
 def test_the_pytest_glue_says_what_it_hooks_and_reads_no_private_attribute():

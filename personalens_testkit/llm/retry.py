@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
-
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..errors import DeadlineReached, ModelError
 from ..timebox import deadline
 from .base import ChatModel, ChatRequest, Message, Purpose
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 
@@ -49,6 +50,8 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, *, deadline: f
         if policy.attempts <= 1 or not _retryable(exc):
             raise
         failed: BaseException | None = exc
+    # loaded by the first retryable failure (a process whose calls all succeed never needs it)
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
     def again() -> T:
         nonlocal failed

@@ -12,7 +12,6 @@ import pytest
 from ..data.models import Scenario, TaskKind, case_id
 from ..errors import PersonalensError
 from ..gating.expectations import PASS, Expectation
-from ..run.early_stop import order_key
 from ..run.state import Run
 from ..secrets import redact
 from .project import MARKER
@@ -92,6 +91,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not empty(item)]
     run = config.stash.get(STATE, None)
     if run is not None and run.settings.stop_when_decided:  # every process sorts alike: xdist sees one order
+        from ..run.early_stop import order_key  # --stop-when-decided only: loaded for it
+
         items.sort(key=order_key([case for item in items if (case := is_case(item))], run.settings.order_seed, is_case))
     # a whole-run replay checks that each case reproduces its recording, whatever it scored: no expectation applies
     reproducing = run is None or run.recording.plan.checks_reproduction

@@ -12,9 +12,8 @@ from typing import Any, Generator
 import pytest
 
 from ..errors import PersonalensError
-from ..report.summary import format_comparison, format_summary, format_verdict, stop_lines
 from ..run.controller import RunController, lanes
-from ..run.early_stop import decision_of
+from ..run.stop import decision_of
 from ..run.state import Run
 from ..secrets import redact
 from .cases import is_case
@@ -86,6 +85,9 @@ class ControllerHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
         outcome = self.outcome
+        if outcome is not None or self.controller.stopped is not None:
+            # loaded by a run that has a report or stopped early (never by a collection, say)
+            from ..report.summary import format_comparison, format_summary, format_verdict, stop_lines
         if outcome is not None:
             terminalreporter.section("personalens")
             for line in format_summary(outcome.report):
@@ -104,8 +106,9 @@ class ControllerHooks:
         writer = self.run.writer
         if writer is not None and writer.count:
             write(f"personalens: {writer.count} result rows -> {writer.path}")
-        for line, early in stop_lines(self.controller.stopped, outcome.report if outcome else None, writer):
-            write(redact(f"personalens: {line}"), red=early, bold=True)
+        if self.controller.stopped is not None:
+            for line, early in stop_lines(self.controller.stopped, outcome.report if outcome else None, writer):
+                write(redact(f"personalens: {line}"), red=early, bold=True)
         for kind, path in (outcome.written.items() if outcome is not None else ()):
             write(f"personalens: {kind} report -> {path}")
         if outcome is not None and outcome.recorded_rows:

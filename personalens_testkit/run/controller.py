@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
-from ..costs.prices import load_prices
 from ..errors import StorageError
-from ..results.digest import RowDigest
-from ..results.files import load_rows
 from ..results.rows import ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
-from .budget import Budget
-from .early_stop import EarlyStop
-from .cost_estimate import of_run, priced_spec
 from .stop import Breaker
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # --max-cost and --stop-when-decided load their machinery when a run asks for them
     from ..evaluation import Evaluation
+    from .budget import Budget
+    from .early_stop import EarlyStop
 
 
 class CaseRow(NamedTuple):
@@ -98,6 +94,8 @@ class RunController:
         if reason is None and self.budget is not None:
             reason = self.budget.observe(line)
         if reason is None and self.early is not None:
+            from ..results.digest import RowDigest  # loaded with --stop-when-decided's machinery
+
             reason = self.early.observe(RowDigest(ResultRow.model_validate_json(line)))  # kept until its tries are in
         return self._stop(reason) if reason is not None else None
 
@@ -110,6 +108,10 @@ class RunController:
 
 
 def make_budget(run: Run, lanes: int) -> Budget:
+    from ..costs.prices import load_prices
+    from .budget import Budget
+    from .cost_estimate import of_run, priced_spec
+
     s = run.settings
     estimate = of_run(run)
     live = max(1, estimate.live_cases[1])
@@ -121,6 +123,9 @@ def make_budget(run: Run, lanes: int) -> Budget:
 
 
 def make_early_stop(run: Run) -> EarlyStop:
+    from ..results.files import load_rows
+    from .early_stop import EarlyStop
+
     s = run.settings
     cases = run.recording.plan.runnable
     domains = sorted({sc.domains[0] for sc, _ in cases if sc.kind.value == "sd" and sc.domains})

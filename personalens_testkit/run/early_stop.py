@@ -155,9 +155,4 @@ class EarlyStop:
         return [entry.test.describe() for entry in self.tests]
 
 
-def decision_of(reason: str | None) -> str | None:
-    """``red`` / ``green`` when a stop reason is the decision's (None: another stop, or none)."""
-    if reason and reason.startswith("decided "):
-        return reason.split()[1]
-    return None
 

@@ -24,10 +24,9 @@ from ..settings import RunSettings
 from ..settings.table import MODEL_SETTING, SETTING
 from .assistant import AssistantUnderTest
 from .cases import RunCases
-from .early_stop import decision_of
 from .models import ModelPool
 from .recording import Recording
-from .stop import StopSignal
+from .stop import StopSignal, decision_of
 
 if TYPE_CHECKING:
     from ..calibration.report import CalibrationReport
@@ -104,10 +103,12 @@ class Run:
     @cached_property
     def calibration(self) -> CalibrationReport | None:
         """The judge's calibration report named by --judge-calibration (None: none named)."""
-        from ..calibration.report import load_calibration  # the controller's: loaded by the first to ask
-
         path = self.settings.judge_calibration
-        return load_calibration(path) if path is not None else None
+        if path is None:
+            return None
+        from ..calibration.report import load_calibration  # loaded when a report is named
+
+        return load_calibration(path)
 
     def preflight(self, *, reach: bool = True) -> None:
         """Before any case: every role's model is usable as configured, and so is the assistant.
@@ -154,10 +155,10 @@ class Run:
     def finish(self, stopped: str | None = None) -> RunOutcome | None:
         """Controller, at the end: the report over every worker's rows, its files, the verdict (``stopped``: why the
         run stopped early - its cases not started are reported as not run)."""
-        from .finish import finish_run, settings_snapshot  # the report's machinery: loaded by the controller only
-
         if self.writer is None or not self.writer.path.is_file():
             return None
+        from .finish import finish_run, settings_snapshot  # the report's machinery: loaded by a controller that ran cases
+
         self.writer.close()
         not_run = None
         if stopped is not None:

@@ -86,3 +86,11 @@ class Breaker:
                             f"({endpoint}): {cause}")
             return self.tripped
         return None
+
+
+def decision_of(reason: str | None) -> str | None:
+    """``red`` / ``green`` when a stop reason is the decision's (``--stop-when-decided``; None: another stop, or
+    none)."""
+    if reason and reason.startswith("decided "):
+        return reason.split()[1]
+    return None
