@@ -36,6 +36,27 @@ def test_t_quantile_matches_scipy(p, df, expected):
     assert t_quantile(p, df) == pytest.approx(expected, abs=1e-4)
 
 
+def _quantile_by_200_halvings(p, df):
+    """t_quantile as it was written before it stopped halving once the bounds stopped moving: the reference."""
+    from personalens_testkit.gating.intervals import _incomplete_beta
+
+    low, high = 0.0, 1e6
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if 0.5 * _incomplete_beta(df / (df + mid * mid), df / 2.0, 0.5) > 1.0 - p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([0.9, 0.95, 0.975, 0.99, 0.995, 0.9995]) | st.floats(0.5001, 0.999999),
+       st.integers(1, 10) | st.integers(11, 130_000))
+def test_t_quantile_is_the_same_float_as_200_halvings_give(p, df):
+    assert t_quantile.__wrapped__(p, df) == _quantile_by_200_halvings(p, df)
+
+
 def test_no_evidence_is_never_certainty():
     """Constant data and an all-completed rate get intervals of real width, so a lower-bound gate sitting on
     them is not passed on no evidence."""
