@@ -55,6 +55,19 @@ def test_any_json_lines_file_reads_as_load_records_reads_it(tmp_path, records, e
     assert _loaded(_fast, path) == _loaded(_slow, path)
 
 
+PIECES = st.sampled_from(['{"scenario_id": "a", "scores": 1}', '{"scenario_id": "b"}', '{"repeat": 2}', "[", ",", "]",
+                          '{"rows": [', "]}", '"x"', "", " ", "1" * 4301])
+BREAKS = st.sampled_from(["\n", "\r", "\r\n", "\x85", "\u2028", "\x0b", "\x1c", " "])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(PIECES, BREAKS), max_size=7))
+def test_pieces_of_json_on_any_line_breaks_read_as_load_records_reads_them(tmp_path, pieces):
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(piece + end for piece, end in pieces), encoding="utf-8")
+    assert _loaded(_fast, path) == _loaded(_slow, path)
+
+
 @pytest.mark.parametrize("text", [
     '{"scenario_id": "a", "scores": 1}\n{"scenario_id": "b", "scores": 2}\n',  # the fast path
     '{"scenario_id": "a", "scores": {"x": 1, "x": [2]}}\n{"scenario_id": "b", "scenario_id": "c"}\n',  # repeated keys
@@ -77,6 +90,10 @@ def test_any_json_lines_file_reads_as_load_records_reads_it(tmp_path, records, e
     '[{"scenario_id": "a"}, {"scenario_id": "b"}]',
     '{"scenario_id": "a", "scores": ' + "[" * 5000 + "]" * 5000 + '}\n{"scenario_id": "b"}\n',  # nested too deep
     "[" * 5000 + "]" * 5000, '{"scenario_id": "a"}\n' + "[" * 5000,
+    '[\r{"scenario_id": "a"}\n,\r{"scenario_id": "b"}\n,{"scenario_id": "c"}]',  # lone carriage returns: one list
+    '{"rows": [\r{"scenario_id": "a"}\n,\r{"scenario_id": "b"}\n], "scenario_id": "z"}',
+    '{"scenario_id": "a"}\r{"scenario_id": "b"}\n', '{"scenario_id": "a"}\x85{"scenario_id": "b"}\n',
+    '{"scenario_id": "a", "v": 1}\n{"scenario_id": "b", "w": ' + "[" * 5000 + "]" * 5000 + "}",  # deep, no last break
     '', '\n\n', 'not json\nat all\n', '{"scenario_id": "a"} \n {"scenario_id": "b"}\t\n',
 ])
 def test_a_file_read_apart_reads_alike(tmp_path, text):
@@ -111,10 +128,16 @@ def test_the_shipped_recording_is_compared_on_the_fields_load_records_gives():
         assert repr(compared[record["scenario_id"]]) == repr({name: record.get(name) for name in COMPARED})
 
 
-@pytest.mark.parametrize("text", ['{"scenario_id": "a", "scores": ' + "1" * 4301 + "}\n", "[" * 5000 + "]" * 5000,
-                                  '{"scenario_id": "a"}\n{"scenario_id": "b", "scores": ' + "[" * 5000 + "\n"])
-def test_json_that_python_refuses_is_one_clear_line_naming_the_file(tmp_path, text):
+@pytest.mark.parametrize(("text", "why"), [
+    ('{"scenario_id": "a", "scores": ' + "1" * 4301 + "}\n", "4300 digits"),
+    ('{\n  "rows": [{"scenario_id": "a", "scores": ' + "1" * 4301 + "}]\n}\n", "4300 digits"),  # a report, indented
+    ("[" * 5000 + "]" * 5000, "recursion"),
+    ('{"scenario_id": "a"}\n{"scenario_id": "b", "scores": ' + "[" * 5000 + "\n", "recursion"),
+    ('{"scenario_id": "a"}\n{"scenario_id": "b", "scores": ' + "[" * 5000 + "]" * 5000 + "}", "recursion"),
+])
+def test_json_that_python_refuses_is_one_clear_line_naming_the_file_and_why(tmp_path, text, why):
     path = tmp_path / "results.jsonl"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(UsageError, match=r"^recorded results .*results\.jsonl: not JSON or JSON lines \("):
+    with pytest.raises(UsageError, match=r"^recorded results .*results\.jsonl: not JSON or JSON lines \(") as caught:
         load_fields(path, NAMES, what="recorded results")
+    assert why in str(caught.value)

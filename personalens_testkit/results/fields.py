@@ -28,10 +28,13 @@ def _reader(names: tuple[str, ...]) -> TypeAdapter[Any]:
 
 def _from_lines(text: str, names: tuple[str, ...]) -> list[dict[str, Any]] | None:
     """Each whole line's fields, when the text is JSON lines (two or more, each an object with a scenario_id that
-    the parser reads); else None. Two objects on lines of their own are never one JSON value, so the text is read
-    as lines, as :func:`~.files.load_records` reads it."""
-    lines = list(whole_lines(text.splitlines(keepends=True)))
-    if len(lines) < 2:
+    the parser reads, no line left out but a torn last one); else None. Objects alone on their lines, with nothing
+    between them, are never one JSON value, so the text is read as lines, as :func:`~.files.load_records` reads it.
+    (Something left out between them - ``[`` before a lone carriage return, which ``splitlines`` ends a line at and
+    JSON reads as a space - could make them one.)"""
+    written = [line for line in text.splitlines(keepends=True) if line.strip()]
+    lines = list(whole_lines(written))
+    if len(lines) < 2 or (lines != written and lines != written[:-1]):
         return None
     reader = _reader(names)
     try:

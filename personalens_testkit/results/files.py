@@ -153,8 +153,10 @@ def whole_lines(lines: Iterable[str]) -> Iterator[str]:
             continue
         try:
             json.loads(line)
-        except (ValueError, RecursionError):
+        except ValueError:
             continue  # the torn last line of a killed run
+        except RecursionError:
+            pass  # whole or not, nested too deep to read: kept, for its reader to say so (never dropped unseen)
         yield line
 
 
@@ -233,15 +235,18 @@ def results_text(path: Path, what: str) -> str:
 
 def _load_json(path: Path, what: str, text: str | None = None) -> Any:
     text = results_text(path, what) if text is None else text
-    try:  # ValueError: not JSON, or an integer of more than 4,300 digits; RecursionError: nested too deep
+    try:
         return json.loads(text)
-    except (ValueError, RecursionError):
-        lines = text.splitlines(keepends=True)
-        complete = list(whole_lines(lines)) or [line for line in lines if line.strip()]
-        try:
-            return [json.loads(line) for line in complete]
-        except (ValueError, RecursionError) as exc:
-            raise UsageError(f"{what} {path}: not JSON or JSON lines ({getattr(exc, 'msg', None) or exc})") from None
+    except json.JSONDecodeError:
+        pass  # JSON lines (or not JSON): read a line at a time below
+    except (ValueError, RecursionError) as exc:  # in the first value: an integer of over 4,300 digits, deep nesting
+        raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc})") from None
+    lines = text.splitlines(keepends=True)
+    complete = list(whole_lines(lines)) or [line for line in lines if line.strip()]
+    try:
+        return [json.loads(line) for line in complete]
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{what} {path}: not JSON or JSON lines ({getattr(exc, 'msg', None) or exc})") from None
 
 
 def _row(data: dict[str, Any], path: Path, what: str, number: int) -> ResultRow:

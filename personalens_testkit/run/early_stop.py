@@ -153,6 +153,3 @@ class EarlyStop:
 
     def summary(self) -> list[str]:
         return [entry.test.describe() for entry in self.tests]
-
-
-
