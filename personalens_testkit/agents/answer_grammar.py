@@ -133,7 +133,7 @@ _NOT_JSON = object()
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, strict=False)
+        return _DECODER.decode(text)  # json.loads(text, object_pairs_hook=_unique_keys, strict=False), its decoder made once
     except GrammarError:
         raise
     except (ValueError, RecursionError):
@@ -148,9 +148,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+#: how every JSON of an answer is read: a key given twice is an error, control characters in strings are kept
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
+
+
 def _objects(text: str, key: str) -> tuple[list[dict[str, Any]], str]:
     """The JSON objects in ``text`` that carry ``key``, and the text outside them."""
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
+    decoder = _DECODER
     found: list[dict[str, Any]] = []
     outside: list[str] = []
     position, tries = 0, 0
