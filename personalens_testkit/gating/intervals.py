@@ -66,7 +66,7 @@ def t_quantile(p: float, df: int) -> float:
         return 0.5 * _incomplete_beta(df / (df + t * t), df / 2.0, 0.5)
 
     low, high = 0.0, 1e6
-    for _ in range(200):  # halving stops changing the bounds after some 75 steps: they stay as they are from then on
+    for _ in range(200):  # halving stops changing the bounds after 68-73 steps: they stay as they are from then on
         mid = (low + high) / 2.0
         before = low, high
         if upper_tail(mid) > 1.0 - p:
