@@ -140,6 +140,22 @@ def test_the_nearest_deadline_in_force_bounds_every_wait_and_names_its_limit():
     assert nearest_deadline() is None
 
 
+def test_a_deadline_is_in_force_from_its_blocks_start_to_its_end_however_the_block_ends():
+    later = deadline(0.5, "timeout_s")
+    time.sleep(0.2)  # made before its block: it counts from the block's start
+    with later as own:
+        assert 0.45 < time_left() <= 0.5 and nearest_deadline() is own
+        with pytest.raises(RuntimeError, match="already entered"):
+            later.__enter__()
+    with pytest.raises(ValueError, match="inside"):
+        with deadline(1.0, "timeout_s"):
+            raise ValueError("raised inside")
+    assert nearest_deadline() is None
+    with later as again:  # entered again once its block has ended
+        assert nearest_deadline() is again and again is not own
+    assert nearest_deadline() is None
+
+
 def test_a_call_that_hangs_is_given_up_at_the_nearest_deadline_which_the_error_names():
     started = time.monotonic()
     with pytest.raises(TimeLimit) as caught:
