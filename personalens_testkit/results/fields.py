@@ -21,8 +21,9 @@ from .files import load_records, results_text, whole_lines
 
 
 @functools.lru_cache(maxsize=8)
-def _reader(names: tuple[str, ...]) -> TypeAdapter[Any]:
-    """A JSON object's fields ``names`` (those it has), the rest of it read past."""
+def field_reader(names: tuple[str, ...]) -> TypeAdapter[Any]:
+    """A JSON object's fields ``names`` (those it has), as ``json.loads`` reads them, the rest of it read past:
+    ``field_reader(names).validate_json(line)``."""
     return TypeAdapter(TypedDict("Fields", {name: NotRequired[Any] for name in names}))  # type: ignore[misc]
 
 
@@ -36,7 +37,7 @@ def _from_lines(text: str, names: tuple[str, ...]) -> list[dict[str, Any]] | Non
     lines = list(whole_lines(written))
     if len(lines) < 2 or (lines != written and lines != written[:-1]):
         return None
-    reader = _reader(names)
+    reader = field_reader(names)
     try:
         found = [reader.validate_json(line) for line in lines]
     except ValidationError:

@@ -15,29 +15,22 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from pydantic import TypeAdapter, ValidationError
-from typing_extensions import NotRequired, TypedDict
+from pydantic import ValidationError
 
 from ..data.models import case_id
 from ..errors import StorageError
 from .digest import RowDigest
+from .fields import field_reader
 from .files import canonical_case, finished_instant, line_digest
 from .rows import ResultRow
 
 
-class _Placing(TypedDict):
-    """What decides a row's place among the run's rows: its case and when it finished."""
-
-    scenario_id: NotRequired[Any]
-    repeat: NotRequired[Any]
-    finished_at: NotRequired[Any]
-
-
-_PLACING = TypeAdapter(_Placing)
+#: what decides a row's place among the run's rows: its case and when it finished
+_PLACING = field_reader(("scenario_id", "repeat", "finished_at"))
 
 
 def _placing(data: bytes) -> dict[str, Any]:
-    """The fields of :class:`_Placing` that a line this run wrote holds, as ``json.loads`` reads them: read without
+    """The fields of :data:`_PLACING` that a line this run wrote holds, as ``json.loads`` reads them: read without
     making the rest of the row (dialogue, calls) into objects - a fifth of the time. Any line it cannot read is read
     by ``json.loads`` (which says why it is broken)."""
     try:
