@@ -22,6 +22,7 @@ def bench(*args: str) -> str:
 def test_replay_bench_small():
     out = bench("bench/replay.py", "--synthesise", "8", "--repeat", "1")
     assert "bytes per scenario (xz): mean" in out and "median ratio replay / bare at workers 0:" in out
+    assert re.search(r"user CPU replay / bare at workers 0: median \d+\.\d{2}; system CPU", out), out
 
 
 def test_replay_memory_bench_small():
@@ -89,6 +90,7 @@ def test_startup_bench_small():
     out = bench("bench/startup.py", "--repeat", "1")
     assert re.search(r"before the first case \(CPU-s, median of 1\): ours \d+\.\d{3} .* bare \d+\.\d{3}", out), out
     assert re.search(r"--collect-only of one case \(CPU-s of the process\): ours .*: ratio \d+\.\d{2}x", out), out
+    assert re.search(r"the stack's floor: .*: \d+\.\d{3} CPU-s, ratio \d+\.\d{2}x of bare", out), out
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("*.py")))
