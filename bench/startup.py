@@ -72,8 +72,9 @@ def main() -> int:
         tmp = Path(tmp_name)
         (tmp / "probe").mkdir()
         (tmp / "probe" / "startup_probe.py").write_text(PROBE)
-        (tmp / "bare").mkdir()
-        (tmp / "bare" / "test_empty.py").write_text("def test_empty():\n    pass\n")
+        for folder in ("bare", "stack"):  # the bare process's, and the stack's floor (its conftest.py below)
+            (tmp / folder).mkdir()
+            (tmp / folder / "test_empty.py").write_text("def test_empty():\n    pass\n")
         probe_out = tmp / "probe.out"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp / "probe"), env.get("PYTHONPATH")) if p)
@@ -83,8 +84,6 @@ def main() -> int:
         bare_first = [*common, "-p", "no:personalens", "-p", "startup_probe", "test_empty.py"]
         ours_collect = [*common, "suites/", "--collect-only", "-k", args.case]
         bare_collect = [*common, "-p", "no:personalens", "--collect-only", "test_empty.py"]
-        (tmp / "stack").mkdir()
-        (tmp / "stack" / "test_empty.py").write_text("def test_empty():\n    pass\n")
         (tmp / "stack" / "conftest.py").write_text(STACK_FLOOR)
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in ("of", "bf", "oc", "bc", "sc")}
         run(ours_first, ROOT, env, probe_out)  # warm the bytecode caches once
