@@ -10,13 +10,14 @@ registered by the run), or when its value is a URL with a password in it
 Every file the testkit writes (cassettes, rows, transcripts, reports) and every line it
 prints goes through :func:`redact` / :func:`redact_json` / :func:`scrub_text`, which replace
 a value in each form a file can hold it: as it is, JSON-escaped (``\\"``, ``\\uXXXX``,
-escaped twice for JSON inside JSON) and URL-encoded - and in any mix of them, character by
+escaped twice for JSON inside JSON), URL-encoded and in base64 (:func:`base64_cores`) - and in any mix of them, character by
 character: a secret spelled ``\\u0073\\u006b...`` by a bot, ``%73k-...``, ``\\x73k-...`` or with
 HTML's ``&#115;`` is found too (:func:`spelled`).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import html.entities
 import json
@@ -107,13 +108,28 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
     for value, placeholder in secrets:
         once = {_json_text(value), _json_text(value, ascii_only=True)}
         twice = {_json_text(form) for form in once}
-        encoded = {quote(value, safe=""), quote_plus(value), quote(value)}
+        encoded = {quote(value, safe=""), quote_plus(value), quote(value), *base64_cores(value)}
         candidates = once | twice | encoded | (set() if json_only else {value})
         for form in candidates:
             if json_only and form != _json_text(form) and form not in once | twice:
                 continue
             forms.setdefault(form, placeholder)
     return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
+
+
+def base64_cores(value: str) -> set[str]:
+    """The characters of ``value`` in base64 (standard and URL-safe) that do not depend on what comes before or
+    after it: at each of the three offsets a value can start at in an encoded stream, the whole characters made of
+    its bits alone. Any base64 text holding the value holds one of them."""
+    data = value.encode("utf-8")
+    cores = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data).decode("ascii")
+        start, end = -(-8 * offset // 6), 8 * (offset + len(data)) // 6  # first whole char, past the last
+        core = encoded[start:end]
+        if len(core) >= MIN_SECRET_CHARS:
+            cores |= {core, core.replace("+", "-").replace("/", "_")}
+    return cores
 
 
 #: an escape of one character: ``\\uXXXX``, ``\\xXX``, ``%XX``, ``&#N;``, ``&#xH;``, a named HTML entity

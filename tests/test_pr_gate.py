@@ -226,17 +226,22 @@ def test_promote_is_an_explicit_step_on_main(pr: Path, main_repo: Path):
 
 
 PYTHON_BOT = '''import json, os, sys
-with open(os.path.join(os.path.dirname(__file__), "where.json"), "w") as out:
-    json.dump({"pid": os.getpid(), "beside_the_judge": "personalens_testkit.plugin" in sys.modules}, out)
+with open({where!r}, "w") as out:
+    json.dump({{"pid": os.getpid(), "uid": os.getuid(), "beside_the_judge": "personalens_testkit.plugin" in sys.modules}}, out)
 
 def reply(request):
-    return {"reply": "Done - your saved 7:30 birdsong alarm is set."}
+    return {{"reply": "Done - your saved 7:30 birdsong alarm is set."}}
 '''
 
 
 def test_a_python_bot_runs_in_a_process_of_its_own(tmp_path: Path):
     """A python bot is the pull request's code: in the gate it shares no memory with the judge (in a plain run
-    it is imported into pytest's process)."""
+    it is imported into pytest's process), and runs under a user id of its own (it writes where it ran to a
+    folder anyone may write: its own checkout is not writable to it)."""
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    drop.chmod(0o777)
+    where = drop / "where.json"
     repo = tmp_path / "team"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -244,18 +249,21 @@ def test_a_python_bot_runs_in_a_process_of_its_own(tmp_path: Path):
     config = CONFIG.replace('kind = "command"', 'kind = "python"').replace('command = ["{python}", "bot.py"]',
                                                                         'callable = "bot:reply"\npath = ["."]')
     (repo / "personalens.toml").write_text(config)
-    (repo / "bot.py").write_text(PYTHON_BOT)
+    (repo / "bot.py").write_text(PYTHON_BOT.format(where=str(where)))
     (repo / ".gitignore").write_text("personalens-results/\npersonalens-gate/\nwhere.json\n__pycache__/\n")
     with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
         record = run(sys.executable, "-m", "pytest", "suites/", "--record-mode", "once", "-p", "no:cacheprovider",
                      "-k", "task-1", cwd=repo, env=environment(fake))
     assert record.returncode == 0, record.stdout[-3000:]
-    assert json.loads((repo / "where.json").read_text())["beside_the_judge"] is True  # a plain run: in-process
+    assert json.loads(where.read_text())["beside_the_judge"] is True  # a plain run: in-process
+    where.unlink()  # the gate's bot writes it afresh
     commit(repo, "main")
     git(repo, "checkout", "-q", "-b", "change")
     done = personalens("gate", "--target", "main", "--", "-k", "task-1", cwd=repo, env=environment())
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert json.loads((repo / "where.json").read_text())["beside_the_judge"] is False
+    ran = json.loads(where.read_text())
+    assert ran["beside_the_judge"] is False
+    assert ran["uid"] != os.getuid() or os.geteuid() != 0  # a root gate gives the bot a user id of its own
 
 
 def test_the_gate_refuses_what_it_sets_itself_and_a_base_it_cannot_find(pr: Path):

@@ -15,6 +15,9 @@ No reply is ever read as the answer to another request:
   next turn starts it afresh. A bot that died is reported once, then started afresh too.
 
 Closing its stdin at the end asks it to exit.
+
+Under ``personalens gate`` (a ``sandbox``), the process runs under the gate's user id for the bot with the
+environment the gate built (the entry's ``env`` on top), never with this process's: no model credential.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .. import timebox
 from ..errors import ContractError, ModelError
@@ -40,6 +43,9 @@ from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
 from .kinds.command import CommandEntry
 from .setup_check import AssistantSetupError
+
+if TYPE_CHECKING:
+    from ..gate.sandbox import Sandbox
 
 _EOF = object()
 #: request ids: unique in this process
@@ -54,9 +60,10 @@ class _TooLong:
 
 
 class CommandAssistant:
-    def __init__(self, name: str, entry: CommandEntry, root: Path) -> None:
+    def __init__(self, name: str, entry: CommandEntry, root: Path, *, sandbox: Sandbox | None = None) -> None:
         self.name = name
         self.entry = entry
+        self.sandbox = sandbox
         self.context = entry.switches()
         self.cwd = root / entry.cwd if entry.cwd else root
         self._process: subprocess.Popen[bytes] | None = None
@@ -78,11 +85,14 @@ class CommandAssistant:
         return str(candidate)
 
     def _start(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **{key: expand_env(value) for key, value in self.entry.env.items()}}
-        process = subprocess.Popen(
-            [self._executable(), *self.entry.command[1:]], cwd=self.cwd, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-        )
+        own = {key: expand_env(value) for key, value in self.entry.env.items()}
+        argv = [self._executable(), *self.entry.command[1:]]
+        if self.sandbox is not None:
+            process = self.sandbox.popen(argv, cwd=self.cwd, env=self.sandbox.environment(extra=own),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
+        else:
+            process = subprocess.Popen(argv, cwd=self.cwd, env={**os.environ, **own},  # noqa: S603
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         self._lines = queue.Queue()
         assert process.stdout is not None
         threading.Thread(target=self._pump, args=(process.stdout, self._lines, self._line_limit),

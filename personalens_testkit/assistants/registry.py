@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from ..errors import UsageError
 from ..llm.base import ChatModel
@@ -17,6 +17,9 @@ from ..llm.entries import BedrockModel, OpenAIModel
 from .base import Assistant, ContextSwitches
 from .kinds import KINDS, AssistantEntry
 from .kinds.reference import ReferenceEntry
+
+if TYPE_CHECKING:
+    from ..gate.sandbox import Sandbox
 
 BUILTIN = "reference"
 
@@ -56,6 +59,8 @@ class BuildContext:
     describe: Callable[[str], str] = str
     #: a python bot runs in a process of its own (--isolate-bot)
     isolate: bool = False
+    #: the gate's sandbox: a bot's processes run under its user id and environment (None: as this process)
+    sandbox: Optional["Sandbox"] = None
 
 
 def build_assistant(

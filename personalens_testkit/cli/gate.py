@@ -5,14 +5,23 @@ one). See docs/pr-gate.md."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 from pathlib import Path
 
 from ..gate.git import repository, resolve_base
 from ..gate.promote import promote
 from ..gate.run import RECORD_MODES, GateOptions, run_gate
+from ..gate.sandbox import ELEVATED, bot_env_names, can_elevate, elevated_command
 
 
 def _gate(args: argparse.Namespace) -> int:
+    bot_env = bot_env_names(name.strip() for given in args.bot_env or [] for name in given.split(","))
+    if args.isolation == "auto" and os.geteuid() != 0 and not os.environ.get(ELEVATED) and can_elevate():
+        # the bot's user id needs root to be made: the same gate again under passwordless sudo
+        print("personalens gate: not root; running again under sudo to give the bot a user id of its own",
+              flush=True)
+        return subprocess.run(elevated_command(args.argv), check=False).returncode  # noqa: S603
     repo = repository(Path.cwd())
     extra = list(args.pytest_args)
     if extra[:1] == ["--"]:
@@ -20,7 +29,8 @@ def _gate(args: argparse.Namespace) -> int:
     options = GateOptions(
         repo=repo, base=resolve_base(repo, args.base, args.target), out=Path(args.out).absolute(),
         record_mode=args.record_mode, suites=tuple(args.suite or ["suites"]), pytest_args=extra, start=args.start,
-        health_url=args.health_url, start_timeout_s=args.start_timeout,
+        health_url=args.health_url, start_timeout_s=args.start_timeout, bot_env=bot_env,
+        isolation=args.isolation == "auto",
     )
     return run_gate(options)
 
@@ -49,6 +59,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--record-mode", choices=RECORD_MODES, default="none",
                      help="none (default): offline, a changed reply is not scored; new_episodes: the models are "
                           "called live from the first changed reply (needs their credentials)")
+    cmd.add_argument("--bot-env", action="append", metavar="NAME[,NAME...]",
+                     help="a variable of this environment the bot also gets (its own secret, say); the bot sees "
+                          "nothing else of it but PATH, the locale and TZ. A model's variable is refused")
+    cmd.add_argument("--isolation", choices=("auto", "off"), default="auto",
+                     help="auto (default): the bot runs under a user id of its own when the gate is root or has "
+                          "passwordless sudo, and the gate says so when it cannot; off: as the gate's user (a "
+                          "local try-out: the bot could change the verdict)")
     cmd.add_argument("--out", default="personalens-gate", metavar="DIR",
                      help="the run's reports and recording (default: personalens-gate)")
     cmd.add_argument("--suite", action="append", metavar="PATH", help="the suite in the base (default: suites)")

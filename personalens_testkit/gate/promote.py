@@ -1,7 +1,8 @@
 """``personalens promote GATE_DIR``: the explicit step, on main, that makes a gate run's recording the committed
 one. A gate never writes the committed cassettes or recorded results; this copies the files its run recorded
 (cassettes, the recorded results) into the repository's cassette folder, and refuses a file that changed on
-the repository since the gate's base - a recording made against other files would replace them unseen."""
+the repository since the gate's base - a recording made against other files would replace them unseen - and
+any file that is not exactly as the gate's manifest lists it (its SHA-256, written by the gate process)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def promote(gate_dir: Path, repo: Path) -> list[str]:
     if relative.startswith("/") or ".." in relative.split("/"):
         raise GateError(f"{gate_dir / MANIFEST}: cassette_dir {manifest['cassette_dir']!r} is not inside the repository")
     at_base = _base_blobs(repo, base, relative)
+    listed = _listed(gate_dir, manifest, folder)
     chosen = []  # every file checked before any is written: all of them, or none
     for path in sorted(source.rglob("*")):
         name = f"{relative}/{path.relative_to(source).as_posix()}"
@@ -65,18 +67,36 @@ def promote(gate_dir: Path, repo: Path) -> list[str]:
         if path.is_symlink() or not path.is_file() or path.parent != source:
             raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
         _check_recorded(path, name)
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != listed.pop(path.name, None):
+            raise GateError(f"{name}: not as the gate recorded it (its digest is not the one {MANIFEST} lists for "
+                            "it, or it lists none): nothing promoted; run the gate again")
         target = repo / name
         now = target.read_bytes() if target.is_file() else None
-        if now == path.read_bytes():
+        if now == data:
             continue
         if (_blob(now) if now is not None else None) != at_base.get(name):
             raise GateError(f"{name}: changed on this branch since the gate's base {base[:12]}: run the gate "
                             "again on the pull request, then promote that run")
         chosen.append((path, target, name))
+    if listed:
+        raise GateError(f"{relative}/{sorted(listed)[0]}: listed in {MANIFEST} but missing from {gate_dir}: nothing "
+                        "promoted (download the whole gate folder)")
     for path, target, _ in chosen:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
     return [name for *_, name in chosen]
+
+
+def _listed(gate_dir: Path, manifest: dict, folder: str) -> dict[str, str]:
+    """The recorded files of the bot's folder the gate's manifest lists, by name, with their SHA-256."""
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise GateError(f"{gate_dir / MANIFEST}: lists no recorded files with their digests (a gate of an older "
+                        "testkit, or not a gate's): run the gate again")
+    prefix = folder + "/"
+    return {name[len(prefix):]: digest for name, digest in files.items()
+            if name.startswith(prefix) and "/" not in name[len(prefix):]}
 
 
 def _base_blobs(repo: Path, base: str, folder: str) -> dict[str, str]:

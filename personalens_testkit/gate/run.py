@@ -6,11 +6,18 @@ pytest runs with the plugin autoload off (a package the pull request installs ca
 config and conftest files from the base alone (``-c``, ``--rootdir`` and ``--confcutdir`` in the trusted tree),
 a python bot in a process of its own (``--isolate-bot``), the base's recorded results as ``--baseline`` and a
 copy of the base's cassettes to replay and record into.
+
+Every process of the pull request's code runs under the run's :class:`~.sandbox.Sandbox` (``--bot-sandbox``):
+a user id of its own that can write nothing of the gate's (the trusted tree, the cassettes, the rows and the
+reports live in a scratch folder only the gate's user can enter), and whose processes all end with the run,
+before anything is kept. The recording the gate keeps is listed, file by file with its digest, in the manifest
+the gate writes (``gate.json``); ``personalens promote`` copies nothing that is not listed there as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -27,17 +34,21 @@ from ..replay.store import assistant_dir
 from ..results.recorded import RESULTS_NAME, existing
 from ..settings import SETTINGS, RunSettings, resolve_settings
 from .bot import StartedBot
-from .git import Base, changes, export_tree
+from .git import Base, Change, changes, export_tree
+from .sandbox import ELEVATED, Sandbox, open_sandbox, probe, protected_paths
 from .tree import digest, pytest_config, set_writable
-from .trust import lines, trusted_paths, untrusted_changes
+from .trust import lines, printable, trusted_paths, untrusted_changes
 
 #: options a gate sets itself: given again after ``--``, they are refused
 OWNED = ("--cassette-dir", "--record-mode", "--baseline", "--bot-root", "--isolate-bot", "--results-dir",
          "--json-report", "--html-report", "--junit-report", "--summary-md", "--resume", "--expectations",
-         "--thresholds", "--personalens-data", "--rootdir", "-c", "--config-file", "--confcutdir", "-p", "--rejudge")
+         "--thresholds", "--personalens-data", "--rootdir", "-c", "--config-file", "--confcutdir", "-p", "--rejudge",
+         "--bot-sandbox")
 #: what the gate's folder keeps about the run (read by `personalens promote`)
 MANIFEST = "gate.json"
 RECORD_MODES = ("none", "new_episodes")
+#: the folder of the workflows that run the gate: a pull request's change there runs with the pull request
+WORKFLOWS = ".github/workflows/"
 
 
 @dataclass
@@ -51,7 +62,13 @@ class GateOptions:
     start: str | None = None
     health_url: str | None = None
     start_timeout_s: float = 60.0
+    #: the gate's variables the bot also gets, by name (--bot-env); checked by sandbox.bot_env_names
+    bot_env: tuple[str, ...] = ()
+    #: run the bot under a user id of its own where the gate can (--isolation auto); False: --isolation off
+    isolation: bool = True
     said: list[str] = field(default_factory=list)
+    #: lines for the job summary (the isolation, a changed workflow, the changed files)
+    summary: list[str] = field(default_factory=list)
 
 
 def check_args(args: Sequence[str]) -> None:
@@ -95,7 +112,8 @@ def prepare_out(out: Path) -> None:
     (out / MANIFEST).write_text('{"finished": false}\n', encoding="utf-8")  # a gate's folder from now on
 
 
-def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path, scratch: Path) -> list[str]:
+def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path, scratch: Path,
+                   sandbox_file: Path | None = None) -> list[str]:
     out = options.out.resolve()
     command = [sys.executable, "-m", "pytest", *options.suites]
     if importlib.util.find_spec("xdist") is not None:  # before ours, which imports it
@@ -107,6 +125,8 @@ def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work
                 "--junit-report", str(out / "junit.xml")]
     if any(setting.name == "summary_md" for setting in SETTINGS):
         command += ["--summary-md", str(out / "summary.md")]
+    if sandbox_file is not None:
+        command += ["--bot-sandbox", str(sandbox_file)]
     recorded = existing(assistant_dir(settings.cassette_dir, settings.assistant) / RESULTS_NAME)
     if recorded is not None:
         command += ["--baseline", str(recorded)]
@@ -130,6 +150,7 @@ def run_gate(options: GateOptions) -> int:
     if options.record_mode not in RECORD_MODES:
         raise GateError(f"--record-mode {options.record_mode}: one of {', '.join(RECORD_MODES)}")
     prepare_out(options.out)
+    # only the gate's user enters it (mkdtemp: 0700): the trusted tree, the cassettes, the rows
     scratch = Path(tempfile.mkdtemp(prefix="personalens-gate-", dir=os.environ.get("RUNNER_TEMP") or None))
     tree = scratch / "base"
     try:
@@ -139,6 +160,7 @@ def run_gate(options: GateOptions) -> int:
             if tree.exists():
                 set_writable(tree, True)
             shutil.rmtree(scratch, ignore_errors=True)
+        _hand_back(options.out)
 
 
 def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
@@ -149,6 +171,9 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
     trusted = trusted_paths(settings, tree, options.suites)
     out_name = _inside(options.out, options.repo)
     found = [c for c in changes(options.repo, options.base.changes_from) if not (out_name and c.path.startswith(out_name + "/"))]
+    for line in workflow_lines(found):
+        _say(options, line)
+        options.summary.append(line)
     changed = lines(untrusted_changes(found, trusted, repo=options.repo, base_tree=tree))
     for line in changed:
         _say(options, line)
@@ -159,17 +184,68 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         shutil.copytree(settings.cassette_dir, work, symlinks=True)  # recorded into: a copy
     else:
         work.mkdir()
-    command = pytest_command(options, settings, tree, work, scratch)
-    set_writable(tree, False)
-    before = digest(tree)
-    with StartedBot(options.start, cwd=options.repo, log=options.out / "bot.log", health_url=options.health_url,
-                    timeout_s=options.start_timeout_s):
-        status = subprocess.run(command, cwd=tree, env=_environment(), check=False).returncode
-    if digest(tree) != before:
-        raise GateError("the base's files changed while the run read them (something wrote into the trusted "
-                        "tree): this run's verdict does not count")
-    _keep(options, settings, scratch, work, changed)
-    return _exit_status(options, status)
+    reach = [options.repo, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)]
+    sandbox = open_sandbox(scratch=scratch, pass_env=options.bot_env, wanted=options.isolation, reach=reach)
+    try:
+        _boundary(options, sandbox, scratch, tree, work)
+        command = pytest_command(options, settings, tree, work, scratch, sandbox.save(scratch / "sandbox.json"))
+        set_writable(tree, False)
+        before = None if sandbox.isolated else digest(tree)  # unreachable by the bot when isolated
+        with StartedBot(options.start, cwd=options.repo, log=options.out / "bot.log", health_url=options.health_url,
+                        timeout_s=options.start_timeout_s, sandbox=sandbox):
+            status = subprocess.run(command, cwd=tree, env=_environment(), check=False).returncode
+        # every process of the bot's identity has ended here (StartedBot's exit): nothing of it runs on
+        if before is not None and digest(tree) != before:
+            raise GateError("the base's files changed while the run read them (something wrote into the trusted "
+                            "tree): this run's verdict does not count")
+        _keep(options, settings, scratch, work, changed)
+        return _exit_status(options, status)
+    finally:
+        sandbox.end_all()
+        sandbox.remove_files()
+
+
+def _boundary(options: GateOptions, sandbox: Sandbox, scratch: Path, tree: Path, work: Path) -> None:
+    """Say how the bot runs; when isolated, check as the bot's identity that it can write nothing the verdict or
+    a later step reads, nor signal the gate (a GateError naming what, before the bot starts)."""
+    if not sandbox.isolated:
+        line = (f"no isolation ({sandbox.why_not}): the bot runs as the gate's user and could change what decides "
+                "the verdict; run the gate as root or with passwordless sudo (docs/pr-gate.md#isolation)")
+        _say(options, line)
+        options.summary.insert(0, line)
+        return
+    line = (f"the bot runs as user id {sandbox.uid}, apart from the gate: its own environment "
+            f"({len(sandbox.pass_env)} variables named with --bot-env), nothing of the gate's writable, every "
+            "process it starts ended with the run")
+    _say(options, line)
+    options.summary.insert(0, line)
+    problems = probe(sandbox, protected=protected_paths(scratch, tree, work, options.out, options.out / MANIFEST),
+                     readable=[str(options.repo)])
+    if problems:
+        raise GateError(f"the bot's identity is not kept apart: {'; '.join(problems[:5])}"
+                        + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+
+
+def workflow_lines(found: list[Change]) -> list[str]:
+    """One line a workflow file the pull request changes: a workflow runs as the pull request has it, this gate's
+    own included, so its change acts before anyone reviews it."""
+    running = os.environ.get("GITHUB_WORKFLOW_REF", "")  # owner/repo/.github/workflows/FILE@REF
+    return [f"{change.verb} {printable(change.path)}: "
+            f"{'the workflow running this gate' if f'/{change.path}@' in running else 'a workflow'}; it runs as this "
+            "pull request has it, before review: review it before trusting this verdict"
+            for change in found if change.path.startswith(WORKFLOWS)]
+
+
+def _hand_back(out: Path) -> None:
+    """A gate re-run under sudo gives its folder back to the user who ran it (a later step may remove it)."""
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if not (os.environ.get(ELEVATED) and uid and gid and uid.isdigit() and gid.isdigit() and out.is_dir()):
+        return
+    with contextlib.suppress(OSError):
+        for folder, dirs, files in os.walk(out):
+            for name in [*dirs, *files]:
+                os.chown(os.path.join(folder, name), int(uid), int(gid), follow_symlinks=False)
+        os.chown(out, int(uid), int(gid))
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -179,8 +255,10 @@ def _inside(path: Path, root: Path) -> str | None:
 
 
 def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path, changed: list[str]) -> None:
-    """The recording (to promote on main) and the manifest in the gate's folder; the changed-file lines in the
-    job summary, after the verdict."""
+    """The rows, the recording (to promote on main: its cassettes and recorded results only, each listed with its
+    digest in the manifest) in the gate's folder; the isolation, workflow and changed-file lines in the job
+    summary, after the verdict."""
+    kept: dict[str, str] = {}
     for source, name in ((scratch / "runs", "runs"), (work, "cassettes")):
         if name == "cassettes" and options.record_mode == "none":
             continue
@@ -189,19 +267,46 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
             if target.is_symlink() or target.is_file():
                 target.unlink()
             shutil.rmtree(target, ignore_errors=True)
-            if source.is_dir():
+            if name == "runs" and source.is_dir():
                 shutil.copytree(source, target, symlinks=True)
+            elif name == "cassettes":
+                kept = _keep_recording(source, target)
         except OSError as exc:
             raise GateError(f"--out {options.out}: keeping the run's {name} failed ({exc})") from None
     cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
     manifest = {"finished": True, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
-                "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said}
+                "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said, "files": kept}
     (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and changed:
+    if summary and (options.summary or changed):
         with contextlib.suppress(OSError), open(summary, "a", encoding="utf-8") as handle:
-            handle.write("\n### Files this pull request changes that the gate took from the base\n\n")
-            handle.writelines(f"- `{line.replace('`', chr(39))}`\n" for line in changed)
+            if options.summary:
+                handle.write("\n### How the gate ran\n\n")
+                handle.writelines(f"- {line}\n" for line in options.summary)
+            if changed:
+                handle.write("\n### Files this pull request changes that the gate took from the base\n\n")
+                handle.writelines(f"- `{line.replace('`', chr(39))}`\n" for line in changed)
+
+
+def _keep_recording(source: Path, target: Path) -> dict[str, str]:
+    """The recording's files (cassettes and recorded results, nothing else of the base's folder) copied into
+    ``target``; each one's SHA-256 by its path under ``target`` (posix)."""
+    kept = {}
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink() or not path.is_file() or not recording_file(path.name):
+            continue
+        relative = path.relative_to(source).as_posix()
+        data = path.read_bytes()
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
+        kept[relative] = hashlib.sha256(data).hexdigest()
+    return kept
+
+
+def recording_file(name: str) -> bool:
+    """A file a recording is made of: a cassette or the recorded results."""
+    return name.endswith(".json.xz") or name == RESULTS_NAME
 
 
 def _exit_status(options: GateOptions, status: int) -> int:

@@ -125,14 +125,14 @@ def untrusted_changes(changes: Iterable[Change], trusted: TrustedPaths, *, repo:
     return found
 
 
-def _printable(path: str) -> str:
+def printable(path: str) -> str:
     """A path as one line: a name with a line break or another control character shown escaped."""
     return path if path.isprintable() else ascii(path)
 
 
 def lines(found: list[Change]) -> list[str]:
     """One line a file (then a count): what the pull request changes that this gate does not use."""
-    shown = [f"{change.verb} {_printable(change.path)}: not used by this gate; takes effect once merged"
+    shown = [f"{change.verb} {printable(change.path)}: not used by this gate; takes effect once merged"
              for change in found[:MAX_LINES]]
     if len(found) > MAX_LINES:
         shown.append(f"and {len(found) - MAX_LINES} more files the gate takes from the base")

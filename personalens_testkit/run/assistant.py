@@ -8,8 +8,11 @@ it runs on, and how to build and check it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..assistants.base import Assistant, ContextSwitches
 from ..assistants.kinds import BOT_KINDS, AssistantEntry
@@ -20,6 +23,9 @@ from ..errors import PersonalensError, UsageError
 from ..llm.registry import describe
 from ..settings import RunSettings
 from .models import ModelPool
+
+if TYPE_CHECKING:
+    from ..gate.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,8 @@ class AssistantUnderTest:
         """The assistant, on the run's models; it owns (and closes) the model it runs on, if any. A bot's
         turns are recorded in the scenario's cassette (and replayed from it when re-judging)."""
         s = self.settings
-        context = BuildContext(root=s.bot_root or s.rootdir, isolate=s.isolate_bot, model=lambda spec, role: models.chat(spec, role, owned=False),
+        context = BuildContext(root=s.bot_root or s.rootdir, isolate=s.isolate_bot or s.bot_sandbox is not None,
+                               sandbox=_sandbox(s.bot_sandbox), model=lambda spec, role: models.chat(spec, role, owned=False),
                                entry_model=models.entry_chat, describe=lambda spec: describe(spec, s.models))
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context, reference_prompt=s.assistant_prompt)
@@ -96,3 +103,13 @@ class AssistantUnderTest:
                 assistant.close()
         except PersonalensError as exc:
             raise UsageError(f"{self.label}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=4)
+def _sandbox(path: Path | None) -> Sandbox | None:
+    """The gate's sandbox a bot's processes run under (``--bot-sandbox``), read once per process."""
+    if path is None:
+        return None
+    from ..gate.sandbox import Sandbox
+
+    return Sandbox.load(path)

@@ -99,6 +99,8 @@ class RunSettings:
     #: where a bot entry's relative paths resolve (None: rootdir); a python bot in a process of its own
     bot_root: Optional[Path] = None
     isolate_bot: bool = False
+    #: the gate's sandbox file: a bot's processes run under its user id and environment (None: as this process)
+    bot_sandbox: Optional[Path] = None
 
     def model_specs(self) -> dict[str, str]:
         """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""

@@ -111,6 +111,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         openai_base_url=values["openai_base_url"], openai_api_key_env=values["openai_api_key_env"],
         models=config.models, assistants=catalogue, model_sources=sources.models, rootdir=rootdir,
         bot_root=values.path("bot_root"), isolate_bot=bool(values["isolate_bot"]),
+        bot_sandbox=values.path("bot_sandbox"),
     )
 
 

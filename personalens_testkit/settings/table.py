@@ -149,6 +149,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="DIR", config=False),
     Setting("isolate_bot", "run a python bot in a process of its own (the command kind's JSON lines), so its code "
             "cannot reach the testkit's; `personalens gate` always does", "flag"),
+    Setting("bot_sandbox", "set by `personalens gate`: the file naming the user id and environment a bot's processes "
+            "run under", "path", metavar="FILE", config=False),
     Setting("assistant_model", "model of the reference assistant (default: local)", metavar="SPEC"),
     Setting("assistant_context", "user context the reference assistant sees: none (default) or any of "
             "demographics,interactions,situation (D,I,S)", metavar="PARTS"),

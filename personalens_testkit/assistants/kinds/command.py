@@ -35,7 +35,7 @@ class CommandEntry(Entry):
 def build(name: str, entry: CommandEntry, ctx: BuildContext) -> Assistant:
     from ..command_bot import CommandAssistant
 
-    return CommandAssistant(name, entry, ctx.root)
+    return CommandAssistant(name, entry, ctx.root, sandbox=ctx.sandbox)
 
 
 KIND = AssistantKind(

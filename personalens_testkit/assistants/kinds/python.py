@@ -33,7 +33,8 @@ def build(name: str, entry: PythonEntry, ctx: BuildContext) -> Assistant:
         host = [sys.executable, "-m", "personalens_testkit.assistants.python_host", entry.callable,
                 *(str(ctx.root / folder) for folder in entry.path)]
         fields = entry.model_dump(exclude={"kind", "callable", "path"})
-        return CommandAssistant(name, CommandEntry(kind="command", command=host, **fields), ctx.root)
+        return CommandAssistant(name, CommandEntry(kind="command", command=host, **fields), ctx.root,
+                                sandbox=ctx.sandbox)
     from ..python_bot import PythonAssistant
 
     return PythonAssistant(name, entry, ctx.root)

@@ -1,0 +1,275 @@
+"""The bot's identity under a gate (gate/sandbox.py), tried as a hostile bot would, member by member: real
+processes under a real user id of their own (the gate's CI runs as root, as a hosted runner's gate does under
+sudo). Each attack is generated - a target of the gate's, a way to write it, a way to outlive the run - and
+each must fail; the same checks on benign set-ups must pass (no false alarm)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from personalens_testkit.errors import GateError
+from personalens_testkit.gate.bot import StartedBot, copy_log
+from personalens_testkit.gate.sandbox import (
+    ALLOWED_ENV, Sandbox, bot_env_names, open_sandbox, pick_uid, probe, processes_of, protected_paths)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a user id of the bot's own needs root (CI runs as root)")
+
+KEY = "sk-test-judge-key-0123456789abcdef"
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path):
+    """A fresh identity, as a gate makes it; everything of it ended and removed afterwards."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(mode=0o700)
+    box = open_sandbox(scratch=scratch, pass_env=(), wanted=True, reach=[tmp_path, Path(sys.executable),
+                                                                         Path(sys.prefix), Path(sys.base_prefix)])
+    assert box.isolated and box.uid is not None and box.home
+    yield box
+    box.end_all()
+    box.remove_files()
+
+
+def as_bot(box: Sandbox, code: str, *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 30) -> str:
+    """Run python ``code`` as the bot; what it printed."""
+    process = box.popen([sys.executable, "-c", code], cwd=cwd, env=env or box.environment(),
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = process.communicate(timeout=timeout)
+    return out.decode("utf-8", "replace")
+
+
+def gate_files(root: Path) -> dict[str, Path]:
+    """What a gate keeps out of the bot's reach, made as the gate makes it: the trusted tree and the cassettes in
+    a 0700 scratch folder, the reports in a folder of the gate's user, a job summary file."""
+    scratch = root / "gate-scratch"
+    scratch.mkdir(mode=0o700)
+    (scratch / "base" / "suites").mkdir(parents=True)
+    (scratch / "base" / "suites" / "conftest.py").write_text("# the base's\n")
+    (scratch / "cassettes").mkdir()
+    (scratch / "cassettes" / "a.json.xz").write_bytes(b"recorded")
+    out = root / "repo" / "personalens-gate"
+    out.mkdir(parents=True)
+    (out / "report.json").write_text('{"verdict": "red"}')
+    summary = root / "summary.md"
+    summary.write_text("red\n")
+    return {"conftest": scratch / "base" / "suites" / "conftest.py", "cassette": scratch / "cassettes" / "a.json.xz",
+            "report": out / "report.json", "summary": summary, "out": out, "scratch": scratch}
+
+
+#: ways a bot tries to change a file it found (each a python expression over ``p``, the path)
+WRITES = {
+    "overwrite": "open(p, 'w').write('import os; os._exit(0)')",
+    "append": "open(p, 'a').write('passed')",
+    "replace": "open(p + '.new', 'w').write('x'); os.replace(p + '.new', p)",
+    "unlink": "os.unlink(p)",
+    "chmod": "os.chmod(p, 0o666)",
+    "symlink": "os.unlink(p); os.symlink('/dev/null', p)",
+    "rename-folder": "os.rename(os.path.dirname(p), os.path.dirname(p) + '.old')",
+    "truncate": "os.truncate(p, 0)",
+    "utime": "os.utime(p, (0, 0))",
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(targets=st.lists(st.sampled_from(["conftest", "cassette", "report", "summary"]), min_size=1, max_size=4,
+                        unique=True),
+       ways=st.lists(st.sampled_from(sorted(WRITES)), min_size=1, max_size=4, unique=True))
+def test_the_bot_can_write_nothing_the_gate_keeps(sandbox: Sandbox, tmp_path_factory, targets, ways):
+    root = tmp_path_factory.mktemp("gate")
+    files = gate_files(root)
+    before = {name: (files[name].read_bytes(), files[name].stat().st_mode) for name in targets}
+    code = "import os, json\nresults = []\n"
+    for name in targets:
+        for way in ways:
+            code += (f"p = {str(files[name])!r}\ntry:\n    {WRITES[way]}\n    results.append({name + ':' + way!r})\n"
+                     "except OSError:\n    pass\n")
+    code += "print(json.dumps(results))"
+    done = json.loads(as_bot(sandbox, code, cwd=Path("/")).strip().splitlines()[-1])
+    assert done == []
+    assert {name: (files[name].read_bytes(), files[name].stat().st_mode) for name in targets} == before
+
+
+def test_the_probe_finds_what_the_bot_could_write_and_nothing_on_a_sound_set_up(sandbox: Sandbox, tmp_path: Path):
+    files = gate_files(tmp_path)
+    protected = protected_paths(files["scratch"], files["out"], files["summary"])
+    assert probe(sandbox, protected=protected, readable=[str(tmp_path)]) == []  # no false alarm
+    # each kind of hole: a file others may write, a folder others may write (its file could be put aside), a
+    # writable folder above a protected one
+    for hole, path, mode in (("file", files["summary"], 0o666), ("folder", files["out"], 0o777),
+                             ("above", files["out"].parent, 0o777)):
+        original = stat.S_IMODE(path.stat().st_mode)
+        path.chmod(mode)
+        try:
+            found = probe(sandbox, protected=protected, readable=[])
+            assert any(str(path) in line and "writable by the bot" in line for line in found), (hole, found)
+        finally:
+            path.chmod(original)
+    assert probe(sandbox, protected=protected, readable=[str(files["scratch"])]) == [
+        f"{files['scratch']} cannot be read by the bot (its checkout)"]
+
+
+def test_the_probe_says_when_the_interpreters_packages_are_writable(sandbox: Sandbox, tmp_path: Path):
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    site.chmod(0o777)  # a runner whose site-packages anyone may write: a .pth of the bot's would run in the gate
+    found = probe(sandbox, protected=[str(site)], readable=[])
+    assert found == [f"{site} is writable by the bot"]
+
+
+#: ways a process outlives its parent
+DETACH = {
+    "setsid": "os.setsid()",
+    "double-fork": "os._exit(0) if os.fork() else None\nos._exit(0) if os.fork() else None",
+    "ignore-term": "signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN)",
+    "new-group": "os.setpgid(0, 0)",
+}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(sorted(DETACH)), min_size=1, max_size=3), min_size=1, max_size=3))
+def test_every_process_of_the_bot_ends_however_it_detached(sandbox: Sandbox, tmp_path_factory, plans):
+    """Processes that left the bot's group and session, ignore SIGTERM and keep forking, all end."""
+    code = "import os, signal, time\n"
+    for plan in plans:
+        code += "if os.fork() == 0:\n"
+        for step in plan:  # a step the process cannot take (setsid as a group leader) is skipped
+            code += "".join(f"    try:\n        {line}\n    except OSError:\n        pass\n"
+                            for line in DETACH[step].splitlines())
+        code += "    while True:\n        os.fork() == 0 and os._exit(0)\n        time.sleep(0.05)\n"
+    code += "time.sleep(0.5)\n"
+    bot = sandbox.popen([sys.executable, "-c", code], cwd=Path("/"), env=sandbox.environment(),
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert bot.wait(timeout=30) == 0
+    assert sandbox.processes(), "the detached processes should outlive the bot's own"
+    sandbox.end_all()
+    assert processes_of(sandbox.uid) == []
+
+
+def test_a_fork_bomb_is_bounded_and_ended(sandbox: Sandbox):
+    process = sandbox.popen(["/bin/sh", "-c", "b() { b & b & wait; }; b"], cwd=Path("/"), env=sandbox.environment(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    from personalens_testkit.gate.sandbox import MAX_PROCESSES
+
+    assert len(sandbox.processes()) <= MAX_PROCESSES
+    sandbox.end_all()
+    process.wait(timeout=10)
+    assert sandbox.processes() == []
+
+
+def test_the_bot_can_neither_signal_nor_read_the_gate(sandbox: Sandbox, tmp_path: Path):
+    gate = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, "OPENAI_API_KEY": KEY})
+    try:
+        said = as_bot(sandbox, f"""import os, signal
+out = []
+for how in ("kill", "environ", "ptrace"):
+    try:
+        if how == "kill":
+            os.kill({gate.pid}, signal.SIGKILL)
+        elif how == "environ":
+            out.append(open("/proc/{gate.pid}/environ", "rb").read().decode("latin-1"))
+        else:
+            open("/proc/{gate.pid}/mem", "rb").read(1)
+        out.append(how)
+    except OSError as exc:
+        out.append(type(exc).__name__)
+print(out)""", cwd=Path("/"))
+        assert gate.poll() is None and KEY not in said
+        assert said.strip() == "['PermissionError', 'PermissionError', 'PermissionError']"
+    finally:
+        gate.kill()
+        gate.wait()
+
+
+names = st.from_regex(r"[A-Z][A-Z0-9_]{0,20}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(names, st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=30),
+                       max_size=12), st.lists(names, max_size=3, unique=True))
+def test_the_bot_sees_the_allowlist_and_the_names_it_was_given_nothing_else(gate_env, passed):
+    env = {**gate_env, "OPENAI_API_KEY": KEY, "AWS_SECRET_ACCESS_KEY": KEY[::-1], "PATH": "/usr/bin"}
+    passed = [name for name in passed if name not in env or not name.startswith(("OPENAI_", "AWS_", "PERSONALENS_"))]
+    box = Sandbox(uid=12345, home="/tmp/bot-home", pass_env=tuple(passed))
+    seen = box.environment(env)
+    own = {"HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME"}
+    assert set(seen) - own <= set(ALLOWED_ENV) | set(passed) | {n for n in env if n.startswith("LC_")}
+    assert KEY not in seen.values() and KEY[::-1] not in seen.values()
+    assert seen["HOME"] == "/tmp/bot-home"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["OPENAI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "OPENAI_BASE_URL",
+                        "PERSONALENS_X"]) | names, st.text(min_size=0, max_size=8), st.text(min_size=0, max_size=8))
+def test_a_model_key_never_reaches_the_bot_by_name_or_under_another(name, before, after):
+    env = {"OPENAI_API_KEY": KEY, name: before + KEY + after}
+    with pytest.raises(GateError, match=f"--bot-env {name}"):  # by its name (a model's), or by its value
+        bot_env_names([name], env)
+    # the bot's own secret, holding no model key, passes
+    assert bot_env_names(["BOT_TOKEN"], {"OPENAI_API_KEY": KEY, "BOT_TOKEN": "its-own-token-42"}) == ("BOT_TOKEN",)
+
+
+def test_the_bots_log_is_redacted_in_every_spelling_and_bounded(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    spellings = [KEY, base64.b64encode(KEY.encode()).decode(), base64.b64encode(b"x" + KEY.encode()).decode(),
+                 base64.urlsafe_b64encode(b"ab" + KEY.encode()).decode(), json.dumps(KEY.replace("-", "\\u002d")),
+                 "".join(f"%{ord(c):02X}" for c in KEY)]
+    read, write = os.pipe()
+    with os.fdopen(write, "wb") as out:
+        for spelling in spellings:
+            out.write(f"key: {spelling}\n".encode())
+    with os.fdopen(read, "rb") as source:
+        copy_log(source, tmp_path / "bot.log")
+    text = (tmp_path / "bot.log").read_text()
+    assert text.count("<OPENAI_API_KEY>") >= len(spellings) - 1 and KEY not in text
+    assert base64.b64encode(KEY.encode()).decode()[:20] not in text
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a bot printing without end
+        os.close(read)
+        with os.fdopen(write, "wb") as out:
+            for _ in range(4000):
+                out.write(b"x" * 1000 + b"\n")
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as source:
+        copy_log(source, tmp_path / "big.log", limit=100_000)
+    os.waitpid(pid, 0)
+    big = (tmp_path / "big.log").read_bytes()
+    assert len(big) < 101_000 and b"more bytes of the bot's output left out" in big
+
+
+def test_a_started_bot_runs_as_its_identity_and_leaves_nothing_running(sandbox: Sandbox, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    port = random.randint(20000, 60000)
+    command = (f"(setsid sh -c 'trap \"\" TERM; while :; do sleep 0.2; done' &) ; echo key=$OPENAI_API_KEY uid=$(id -u); "
+               f"{sys.executable} -m http.server {port} --bind 127.0.0.1")
+    bot = StartedBot(command, cwd=tmp_path, log=tmp_path / "bot.log", health_url=f"http://127.0.0.1:{port}/",
+                     timeout_s=30, sandbox=sandbox)
+    with bot:
+        assert len(sandbox.processes()) >= 2
+    assert sandbox.processes() == []
+    log = (tmp_path / "bot.log").read_text()
+    assert f"uid={sandbox.uid}" in log and "key= " in log and KEY not in log
+
+
+def test_a_picked_user_id_is_nobodys():
+    uid = pick_uid(random.Random(7))
+    assert uid is not None and processes_of(uid) == []
+    import pwd
+
+    with pytest.raises(KeyError):
+        pwd.getpwuid(uid)
