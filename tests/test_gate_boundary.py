@@ -13,13 +13,12 @@ import base64
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from personalens_testkit.gate.sandbox import processes_of
+from personalens_testkit.assistants.sandbox import processes_of
 
 from .support.fake_llm import FakeLLM, Script
 from .test_pr_gate import CASES, commit, environment, git, judge_rule, main_repo, personalens, pr  # noqa: F401
@@ -193,9 +192,9 @@ def test_promote_takes_a_credentialed_gates_recording_and_refuses_any_file_it_di
     assert not (folder / "expectations.yaml").exists()  # the base's file is not part of the recording
     cassette = sorted(folder.glob("*.json.xz"))[0]
     original = cassette.read_bytes()
+    other = sorted(folder.glob("*.json.xz"))[1].read_bytes()  # a cassette that reads back, but not this one
     for tamper, undo, message in (
-        (lambda: cassette.write_bytes(original[:-1] + bytes([original[-1] ^ 1])), lambda: cassette.write_bytes(original),
-         "not as the gate recorded it"),
+        (lambda: cassette.write_bytes(other), lambda: cassette.write_bytes(original), "not as the gate recorded it"),
         (lambda: (folder / "extra.json.xz").write_bytes(original), lambda: (folder / "extra.json.xz").unlink(),
          "not as the gate recorded it"),
         (lambda: cassette.unlink(), lambda: cassette.write_bytes(original), "listed in gate.json but missing"),

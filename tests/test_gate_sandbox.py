@@ -1,4 +1,4 @@
-"""The bot's identity under a gate (gate/sandbox.py), tried as a hostile bot would, member by member: real
+"""The bot's identity under a gate (assistants/sandbox.py), tried as a hostile bot would, member by member: real
 processes under a real user id of their own (the gate's CI runs as root, as a hosted runner's gate does under
 sudo). Each attack is generated - a target of the gate's, a way to write it, a way to outlive the run - and
 each must fail; the same checks on benign set-ups must pass (no false alarm)."""
@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from personalens_testkit.errors import GateError
 from personalens_testkit.gate.bot import StartedBot, copy_log
-from personalens_testkit.gate.sandbox import (
-    ALLOWED_ENV, Sandbox, bot_env_names, open_sandbox, pick_uid, probe, processes_of, protected_paths)
+from personalens_testkit.assistants.boundary import probe, protected_paths
+from personalens_testkit.assistants.bot_identity import bot_env_names, open_sandbox, pick_uid
+from personalens_testkit.assistants.sandbox import ALLOWED_ENV, Sandbox, processes_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a user id of the bot's own needs root (CI runs as root)")
 
@@ -32,10 +33,8 @@ KEY = "sk-test-judge-key-0123456789abcdef"
 @pytest.fixture
 def sandbox(tmp_path: Path):
     """A fresh identity, as a gate makes it; everything of it ended and removed afterwards."""
-    scratch = tmp_path / "scratch"
-    scratch.mkdir(mode=0o700)
-    box = open_sandbox(scratch=scratch, pass_env=(), wanted=True, reach=[tmp_path, Path(sys.executable),
-                                                                         Path(sys.prefix), Path(sys.base_prefix)])
+    box = open_sandbox(pass_env=(), wanted=True, reach=[tmp_path, Path(sys.executable), Path(sys.prefix),
+                                                        Path(sys.base_prefix)])
     assert box.isolated and box.uid is not None and box.home
     yield box
     box.end_all()
@@ -161,7 +160,7 @@ def test_a_fork_bomb_is_bounded_and_ended(sandbox: Sandbox):
     process = sandbox.popen(["/bin/sh", "-c", "b() { b & b & wait; }; b"], cwd=Path("/"), env=sandbox.environment(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
-    from personalens_testkit.gate.sandbox import MAX_PROCESSES
+    from personalens_testkit.assistants.sandbox import MAX_PROCESSES
 
     assert len(sandbox.processes()) <= MAX_PROCESSES
     sandbox.end_all()
@@ -273,3 +272,59 @@ def test_a_picked_user_id_is_nobodys():
 
     with pytest.raises(KeyError):
         pwd.getpwuid(uid)
+
+
+def test_a_gate_that_is_not_root_runs_itself_again_under_sudo_and_hands_its_folder_back(tmp_path: Path, monkeypatch):
+    """On a hosted runner (a user with passwordless sudo) the gate re-runs as root with the same arguments and
+    environment, once; the folder it wrote goes back to the user who ran it."""
+    from personalens_testkit.gate.elevation import ELEVATED, elevated_command, hand_back
+
+    command = elevated_command(["gate", "--target", "main", "--", "-k", "Alarm"])
+    assert command[:4] == ["sudo", "-n", "-E", "env"] and f"{ELEVATED}=1" in command
+    assert command[-6:] == ["gate", "--target", "main", "--", "-k", "Alarm"]
+    assert command[command.index(sys.executable) + 1:][:2] == ["-m", "personalens_testkit.cli"]
+    out = tmp_path / "personalens-gate"
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "results.jsonl").write_text("{}\n")
+    hand_back(out)  # not elevated: nothing changes hands
+    assert out.stat().st_uid == os.geteuid()
+    monkeypatch.setenv(ELEVATED, "1")
+    monkeypatch.setenv("SUDO_UID", "4242")
+    monkeypatch.setenv("SUDO_GID", "4343")
+    hand_back(out)
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in [out, *out.rglob("*")]} == {(4242, 4343)}
+
+
+SQUAT = '''import http.server, sys
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{"data": [{"id": "a bot posing as the judge"}]}')
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Answer).serve_forever()
+'''
+
+
+def test_a_bot_that_takes_the_judges_port_first_is_refused(sandbox: Sandbox):
+    """The embedded judge's port is picked, then its server binds it seconds later: a bot that binds it first
+    answers every health check - and would judge. The listener's owner must be the run's own user."""
+    from personalens_testkit.errors import ModelServerError
+    from personalens_testkit.llm.embedded import _free_port, server_url, wait_until_healthy
+
+    port = _free_port()
+    squatter = sandbox.popen([sys.executable, "-c", SQUAT, str(port)], cwd=Path("/"), env=sandbox.environment(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with pytest.raises(ModelServerError, match=f"another user \\(uid {sandbox.uid}\\)"):
+            wait_until_healthy(server_url(port), 20, pid=os.getpid())
+        mine = _free_port()
+        own = subprocess.Popen([sys.executable, "-c", SQUAT, str(mine)])
+        try:
+            wait_until_healthy(server_url(mine), 20, pid=own.pid)  # the run's own server: accepted
+        finally:
+            own.kill()
+            own.wait()
+    finally:
+        squatter.kill()
+        squatter.wait()
+

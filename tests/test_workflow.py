@@ -112,6 +112,29 @@ def test_init_models_choose_the_config_and_the_credentials(tmp_path):
             GateSetup(kind="http", models=models, start="./serve", health_url="http://127.0.0.1:3000/health"))
 
 
+def test_init_protects_the_workflow_with_a_codeowners_line_or_says_how(tmp_path, capsys):
+    """A pull request that edits the gate's workflow edits its own gate: init names its owners in CODEOWNERS
+    (GitHub's first file, kept as it was) or says how to protect it, and says what the runner needs."""
+    assert main(["init", str(tmp_path), "--kind", "python"]) == 0
+    said = capsys.readouterr().out
+    assert "protect .github/workflows/personalens-pr-gate.yml" in said and "--owners" in said
+    assert "root or passwordless sudo" in said
+    assert not any((tmp_path / name).exists() for name in (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS"))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "CODEOWNERS").write_text("* @org/all")
+    assert main(["init", str(tmp_path), "--kind", "python", "--owners", "@org/gate-owners,@alice",
+                 "--owners", "sec@example.com"]) == 0
+    assert "protect .github" not in capsys.readouterr().out
+    text = (tmp_path / "docs" / "CODEOWNERS").read_text()
+    assert text.startswith("* @org/all\n\n# ")
+    assert text.endswith("\n/.github/workflows/personalens-pr-gate.yml @org/gate-owners @alice sec@example.com\n")
+    assert main(["init", str(tmp_path), "--kind", "python", "--owners", "@org/other"]) == 0
+    assert "kept (it names /.github/workflows/personalens-pr-gate.yml already)" in capsys.readouterr().out
+    assert (tmp_path / "docs" / "CODEOWNERS").read_text() == text
+    assert main(["init", str(tmp_path), "--owners", "not an owner"]) == 2
+    assert "--owners: 'not': a GitHub user (@name), a team (@org/team) or an e-mail address" in capsys.readouterr().err
+
+
 def test_init_hygiene_gitignore_force_and_a_second_assistant(tmp_path, capsys):
     (tmp_path / ".gitignore").write_text("node_modules/\n/personalens-results\n")
     assert main(["init", str(tmp_path), "--kind", "python", "--no-ci"]) == 0

@@ -19,7 +19,7 @@ from .kinds import KINDS, AssistantEntry
 from .kinds.reference import ReferenceEntry
 
 if TYPE_CHECKING:
-    from ..gate.sandbox import Sandbox
+    from .sandbox import Sandbox
 
 BUILTIN = "reference"
 

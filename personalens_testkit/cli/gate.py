@@ -12,7 +12,8 @@ from pathlib import Path
 from ..gate.git import repository, resolve_base
 from ..gate.promote import promote
 from ..gate.run import RECORD_MODES, GateOptions, run_gate
-from ..gate.sandbox import ELEVATED, bot_env_names, can_elevate, elevated_command
+from ..assistants.bot_identity import bot_env_names
+from ..gate.elevation import ELEVATED, can_elevate, elevated_command
 
 
 def _gate(args: argparse.Namespace) -> int:

@@ -5,7 +5,9 @@ gates), the run folders' lines in ``.gitignore`` and, unless ``--no-ci``, a GitH
 gates pull requests with ``personalens gate`` (made from ``--kind``, ``--start``, ``--health-url`` and
 ``--models``: see :mod:`.init_workflow`). A file that exists is left alone unless ``--force``, which says
 what it overwrote; an existing personalens.toml without the named assistant gets its entry added, and an
-existing .gitignore gets the lines it lacks. Then: record with live models (``pytest suites/ --record-mode
+existing .gitignore gets the lines it lacks. With ``--owners``, a CODEOWNERS line makes the workflow's file
+need their review (a pull request that edits it edits its own gate); without, init says how to protect it.
+Then: record with live models (``pytest suites/ --record-mode
 once``), commit ``cassettes/``, and pull requests replay offline."""
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_
 GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
 _GITIGNORE_HEAD = "# personalens-testkit: run results, the PR gate's output, scratch recordings (--cassette-dir my-cassettes)"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: where GitHub looks for CODEOWNERS, in its order; init writes the first when there is none
+CODEOWNERS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
+WORKFLOW = ".github/workflows/personalens-pr-gate.yml"
+#: a GitHub user (@name), team (@org/team) or e-mail address
+_OWNER = re.compile(r"^(@[A-Za-z0-9][A-Za-z0-9-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?|[^@\s]+@[^@\s]+\.[^@\s]+)$")
+PROTECT = (f"protect {WORKFLOW}: a pull request that edits it edits its own gate (it runs as the pull request has "
+           "it). Run init again with --owners @your-org/your-team (a CODEOWNERS line) and turn on \"Require review "
+           "from Code Owners\" in the target branch's protection, or add a ruleset that requires review of "
+           ".github/workflows/**; make the gate's job a required status check")
 
 
 def _template(name: str) -> str:
@@ -50,8 +61,28 @@ def planned_files(target: Path, *, name: str, setup: GateSetup, ci: bool) -> dic
         target / "thresholds.yaml": default_thresholds_path().read_text(encoding="utf-8"),
     }
     if ci:
-        files[target / ".github" / "workflows" / "personalens-pr-gate.yml"] = render_workflow(setup)
+        files[target / WORKFLOW] = render_workflow(setup)
     return files
+
+
+def codeowners(target: Path, owners: list[str]) -> tuple[Path, str]:
+    """The CODEOWNERS line that makes the gate's workflow need ``owners``' review: added to the repository's
+    CODEOWNERS (the first GitHub reads), or a new .github/CODEOWNERS."""
+    for owner in owners:
+        if not _OWNER.match(owner):
+            raise UsageError(f"--owners: {owner!r}: a GitHub user (@name), a team (@org/team) or an e-mail address")
+    path = next((target / name for name in CODEOWNERS if (target / name).is_file()), target / CODEOWNERS[0])
+    line = f"/{WORKFLOW} {' '.join(owners)}"
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        return path, f"kept (could not read it: {type(exc).__name__}); add: {line}"
+    if any(row.split()[:1] == [f"/{WORKFLOW}"] for row in text.splitlines()):
+        return path, f"kept (it names /{WORKFLOW} already)"
+    lead = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    write_atomically(path, text + lead + "# the personalization gate's workflow: its change needs these owners' "
+                     "review (turn on \"Require review from Code Owners\")\n" + line + "\n")
+    return path, "written" if not text else f"added {line}"
 
 
 def scaffold(target: Path, *, name: str, setup: GateSetup, ci: bool, force: bool) -> list[tuple[Path, str]]:
@@ -122,8 +153,17 @@ def _init(args: argparse.Namespace) -> int:
     if not target.is_dir():
         raise UsageError(f"personalens init: {target}: no such folder")
     setup = GateSetup(kind=args.kind, models=args.models, start=args.start, health_url=args.health_url)
-    for path, what in scaffold(target, name=args.assistant, setup=setup, ci=not args.no_ci, force=args.force):
+    done = scaffold(target, name=args.assistant, setup=setup, ci=not args.no_ci, force=args.force)
+    if not args.no_ci and args.owners:
+        done.append(codeowners(target, [o for given in args.owners for o in given.replace(",", " ").split()]))
+    for path, what in done:
         print(f"  {path}: {what}")
+    if not args.no_ci:
+        if not args.owners:
+            print(f"  note: {PROTECT}")
+        print("  note: the gate runs your bot under a user id of its own, apart from the models' keys and the "
+              "verdict's files; it needs root or passwordless sudo for that (GitHub's hosted runners have it; on "
+              "a self-hosted runner without either it says \"no isolation\" on every run)")
     if not args.no_ci and args.kind in SERVER_KINDS and not args.start:
         print("  note: the workflow cannot start your bot yet: set BOT_START (and BOT_HEALTH_URL) in it, or run "
               "init again with --start CMD --health-url URL --force")
@@ -149,5 +189,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                           "(openai:gpt-4o, the OPENAI_API_KEY secret) or bedrock (preset paper, the AWS_ROLE_ARN "
                           "secret); default local")
     cmd.add_argument("--no-ci", action="store_true", help="do not write the GitHub Actions workflow")
+    cmd.add_argument("--owners", action="append", metavar="@ORG/TEAM",
+                     help="who must review a change to the gate's workflow: a CODEOWNERS line for it (users, teams "
+                          "or e-mail addresses; repeat or separate with commas)")
     cmd.add_argument("--force", action="store_true", help="overwrite files that exist (.gitignore is only added to)")
     cmd.set_defaults(func=_init)

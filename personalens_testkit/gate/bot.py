@@ -1,5 +1,5 @@
 """The bot of a gate run that is a server: started from the pull request's checkout with ``--start``, under the
-run's :class:`~personalens_testkit.gate.sandbox.Sandbox` (its user id and built environment), ready when
+run's :class:`~personalens_testkit.assistants.sandbox.Sandbox` (its user id and built environment), ready when
 ``--health-url`` answers, stopped (its whole process group) when the run ends. A bot that exits or does not
 answer in time is one line with the last lines of its log - never a run against nothing.
 
@@ -22,7 +22,7 @@ from typing import IO
 
 from ..errors import GateError
 from ..secrets import register_secret_names, scrub_text, secret_values
-from .sandbox import Sandbox
+from ..assistants.sandbox import Sandbox
 
 #: each try of the health URL
 PROBE_TIMEOUT_S = 2.0

@@ -19,6 +19,7 @@ from ..replay.store import MAX_CASSETTE_BYTES, assistant_folder
 from ..results.recorded import RESULTS_NAME
 from ..settings import resolve_settings
 from .git import git
+from .recording import recording_file
 from .run import MANIFEST
 
 
@@ -66,11 +67,13 @@ def promote(gate_dir: Path, repo: Path) -> list[str]:
             continue
         if path.is_symlink() or not path.is_file() or path.parent != source:
             raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
-        _check_recorded(path, name)
+        if not recording_file(path.name):
+            raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
         data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != listed.pop(path.name, None):
+        if hashlib.sha256(data).hexdigest() != listed.pop(path.name, None):  # before anything decodes it
             raise GateError(f"{name}: not as the gate recorded it (its digest is not the one {MANIFEST} lists for "
                             "it, or it lists none): nothing promoted; run the gate again")
+        _check_recorded(path, name)
         target = repo / name
         now = target.read_bytes() if target.is_file() else None
         if now == data:
@@ -121,9 +124,7 @@ def _cassette_dir(repo: Path) -> str:
 
 
 def _check_recorded(path: Path, name: str) -> None:
-    """Only a recording's own files, each one that reads back: cassettes (``*.json.xz``) and the recorded results."""
-    if not (path.name.endswith(".json.xz") or path.name == RESULTS_NAME):
-        raise GateError(f"{name}: not a cassette or the recorded results: a gate folder holds only those")
+    """A recording's file reads back: a cassette (``*.json.xz``), or the recorded results line by line."""
     try:
         data = read_xz(path, MAX_CASSETTE_BYTES)
         for line in (bytes(data).splitlines() if path.name == RESULTS_NAME else [bytes(data)]):

@@ -17,7 +17,6 @@ the gate writes (``gate.json``); ``personalens promote`` copies nothing that is 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import json
 import os
@@ -34,10 +33,14 @@ from ..replay.store import assistant_dir
 from ..results.recorded import RESULTS_NAME, existing
 from ..settings import SETTINGS, RunSettings, resolve_settings
 from .bot import StartedBot
-from .git import Base, Change, changes, export_tree
-from .sandbox import ELEVATED, Sandbox, open_sandbox, probe, protected_paths
+from .elevation import hand_back
+from .git import Base, changes, export_tree
+from .recording import keep_recording
+from ..assistants.boundary import probe, protected_paths
+from ..assistants.bot_identity import bot_checkout, check_bot_values, open_sandbox
+from ..assistants.sandbox import Sandbox
 from .tree import digest, pytest_config, set_writable
-from .trust import lines, printable, trusted_paths, untrusted_changes
+from .trust import lines, trusted_paths, untrusted_changes, workflow_lines
 
 #: options a gate sets itself: given again after ``--``, they are refused
 OWNED = ("--cassette-dir", "--record-mode", "--baseline", "--bot-root", "--isolate-bot", "--results-dir",
@@ -47,8 +50,6 @@ OWNED = ("--cassette-dir", "--record-mode", "--baseline", "--bot-root", "--isola
 #: what the gate's folder keeps about the run (read by `personalens promote`)
 MANIFEST = "gate.json"
 RECORD_MODES = ("none", "new_episodes")
-#: the folder of the workflows that run the gate: a pull request's change there runs with the pull request
-WORKFLOWS = ".github/workflows/"
 
 
 @dataclass
@@ -113,14 +114,14 @@ def prepare_out(out: Path) -> None:
 
 
 def pytest_command(options: GateOptions, settings: RunSettings, tree: Path, work: Path, scratch: Path,
-                   sandbox_file: Path | None = None) -> list[str]:
+                   sandbox_file: Path | None = None, bot_root: Path | None = None) -> list[str]:
     out = options.out.resolve()
     command = [sys.executable, "-m", "pytest", *options.suites]
     if importlib.util.find_spec("xdist") is not None:  # before ours, which imports it
         command += ["-p", "xdist.plugin"]
     command += ["-p", "personalens_testkit.plugin", "-p", "no:cacheprovider", "-c", str(pytest_config(tree)), "--rootdir", str(tree),
                 "--confcutdir", str(tree), "--record-mode", options.record_mode, "--cassette-dir", str(work),
-                "--results-dir", str(scratch / "runs"), "--bot-root", str(options.repo), "--isolate-bot",
+                "--results-dir", str(scratch / "runs"), "--bot-root", str(bot_root or options.repo), "--isolate-bot",
                 "--json-report", str(out / "report.json"), "--html-report", str(out / "report.html"),
                 "--junit-report", str(out / "junit.xml")]
     if any(setting.name == "summary_md" for setting in SETTINGS):
@@ -160,7 +161,7 @@ def run_gate(options: GateOptions) -> int:
             if tree.exists():
                 set_writable(tree, True)
             shutil.rmtree(scratch, ignore_errors=True)
-        _hand_back(options.out)
+        hand_back(options.out)
 
 
 def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
@@ -168,6 +169,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
     settings = base_settings(tree, options.pytest_args)
     _say(options, f"everything that decides the verdict from {options.base.sha[:12]} ({options.base.how}); "
                   f"the bot {settings.assistant!r} from {options.repo}")
+    _check_entry(settings, options.bot_env)
     trusted = trusted_paths(settings, tree, options.suites)
     out_name = _inside(options.out, options.repo)
     found = [c for c in changes(options.repo, options.base.changes_from) if not (out_name and c.path.startswith(out_name + "/"))]
@@ -184,14 +186,16 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         shutil.copytree(settings.cassette_dir, work, symlinks=True)  # recorded into: a copy
     else:
         work.mkdir()
-    reach = [options.repo, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)]
-    sandbox = open_sandbox(scratch=scratch, pass_env=options.bot_env, wanted=options.isolation, reach=reach)
+    reach = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)]
+    sandbox = open_sandbox(pass_env=options.bot_env, wanted=options.isolation, reach=reach)
     try:
-        _boundary(options, sandbox, scratch, tree, work)
-        command = pytest_command(options, settings, tree, work, scratch, sandbox.save(scratch / "sandbox.json"))
+        bot_root = bot_checkout(sandbox, options.repo, leave_out=[options.out])
+        _boundary(options, sandbox, scratch, tree, work, bot_root)
+        command = pytest_command(options, settings, tree, work, scratch, sandbox.save(scratch / "sandbox.json"),
+                                 bot_root=bot_root)
         set_writable(tree, False)
         before = None if sandbox.isolated else digest(tree)  # unreachable by the bot when isolated
-        with StartedBot(options.start, cwd=options.repo, log=options.out / "bot.log", health_url=options.health_url,
+        with StartedBot(options.start, cwd=bot_root, log=options.out / "bot.log", health_url=options.health_url,
                         timeout_s=options.start_timeout_s, sandbox=sandbox):
             status = subprocess.run(command, cwd=tree, env=_environment(), check=False).returncode
         # every process of the bot's identity has ended here (StartedBot's exit): nothing of it runs on
@@ -205,7 +209,19 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         sandbox.remove_files()
 
 
-def _boundary(options: GateOptions, sandbox: Sandbox, scratch: Path, tree: Path, work: Path) -> None:
+def _check_entry(settings: RunSettings, own: tuple[str, ...]) -> None:
+    """The base's bot entry gives the bot (its ``env``) or sends it (``headers``) no model credential."""
+    from ..llm.entries import expand_env
+
+    entry = settings.assistants.entries.get(settings.assistant)
+    for name in ("env", "headers"):
+        values = getattr(entry, name, None)
+        if isinstance(values, dict) and values:
+            check_bot_values({key: expand_env(str(value)) for key, value in values.items()},
+                             f"the base's [assistants.{settings.assistant}] {name}:", own=own)
+
+
+def _boundary(options: GateOptions, sandbox: Sandbox, scratch: Path, tree: Path, work: Path, bot_root: Path) -> None:
     """Say how the bot runs; when isolated, check as the bot's identity that it can write nothing the verdict or
     a later step reads, nor signal the gate (a GateError naming what, before the bot starts)."""
     if not sandbox.isolated:
@@ -214,38 +230,16 @@ def _boundary(options: GateOptions, sandbox: Sandbox, scratch: Path, tree: Path,
         _say(options, line)
         options.summary.insert(0, line)
         return
-    line = (f"the bot runs as user id {sandbox.uid}, apart from the gate: its own environment "
-            f"({len(sandbox.pass_env)} variables named with --bot-env), nothing of the gate's writable, every "
-            "process it starts ended with the run")
+    line = (f"the bot runs as user id {sandbox.uid}, apart from the gate, in its own copy of the checkout: its own "
+            f"environment ({len(sandbox.pass_env)} variables named with --bot-env), nothing of the gate's writable, "
+            "every process it starts ended with the run")
     _say(options, line)
     options.summary.insert(0, line)
     problems = probe(sandbox, protected=protected_paths(scratch, tree, work, options.out, options.out / MANIFEST),
-                     readable=[str(options.repo)])
+                     readable=[str(bot_root)])
     if problems:
         raise GateError(f"the bot's identity is not kept apart: {'; '.join(problems[:5])}"
                         + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
-
-
-def workflow_lines(found: list[Change]) -> list[str]:
-    """One line a workflow file the pull request changes: a workflow runs as the pull request has it, this gate's
-    own included, so its change acts before anyone reviews it."""
-    running = os.environ.get("GITHUB_WORKFLOW_REF", "")  # owner/repo/.github/workflows/FILE@REF
-    return [f"{change.verb} {printable(change.path)}: "
-            f"{'the workflow running this gate' if f'/{change.path}@' in running else 'a workflow'}; it runs as this "
-            "pull request has it, before review: review it before trusting this verdict"
-            for change in found if change.path.startswith(WORKFLOWS)]
-
-
-def _hand_back(out: Path) -> None:
-    """A gate re-run under sudo gives its folder back to the user who ran it (a later step may remove it)."""
-    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
-    if not (os.environ.get(ELEVATED) and uid and gid and uid.isdigit() and gid.isdigit() and out.is_dir()):
-        return
-    with contextlib.suppress(OSError):
-        for folder, dirs, files in os.walk(out):
-            for name in [*dirs, *files]:
-                os.chown(os.path.join(folder, name), int(uid), int(gid), follow_symlinks=False)
-        os.chown(out, int(uid), int(gid))
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -270,7 +264,7 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
             if name == "runs" and source.is_dir():
                 shutil.copytree(source, target, symlinks=True)
             elif name == "cassettes":
-                kept = _keep_recording(source, target)
+                kept = keep_recording(source, target)
         except OSError as exc:
             raise GateError(f"--out {options.out}: keeping the run's {name} failed ({exc})") from None
     cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
@@ -286,27 +280,6 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
             if changed:
                 handle.write("\n### Files this pull request changes that the gate took from the base\n\n")
                 handle.writelines(f"- `{line.replace('`', chr(39))}`\n" for line in changed)
-
-
-def _keep_recording(source: Path, target: Path) -> dict[str, str]:
-    """The recording's files (cassettes and recorded results, nothing else of the base's folder) copied into
-    ``target``; each one's SHA-256 by its path under ``target`` (posix)."""
-    kept = {}
-    for path in sorted(source.rglob("*")):
-        if path.is_symlink() or not path.is_file() or not recording_file(path.name):
-            continue
-        relative = path.relative_to(source).as_posix()
-        data = path.read_bytes()
-        destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_bytes(data)
-        kept[relative] = hashlib.sha256(data).hexdigest()
-    return kept
-
-
-def recording_file(name: str) -> bool:
-    """A file a recording is made of: a cassette or the recorded results."""
-    return name.endswith(".json.xz") or name == RESULTS_NAME
 
 
 def _exit_status(options: GateOptions, status: int) -> int:

@@ -11,6 +11,7 @@ pull request's changes among them: each one is one line, and none of them reache
 from __future__ import annotations
 
 import contextlib
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -28,6 +29,8 @@ SECTIONS = {"tox.ini": "[pytest]", "setup.cfg": "[tool:pytest]"}
 MAX_READ = 1 << 20
 #: of pyproject.toml, only these tables decide anything (the rest may be the bot's own packaging)
 PYPROJECT_TABLES = (("tool", "personalens"), ("tool", "pytest"))
+#: the folder of the workflows that run the gate: a pull request's change there runs with the pull request
+WORKFLOWS = ".github/workflows/"
 #: the most lines about changed files (a pull request that re-records 4,000 cassettes gets a count)
 MAX_LINES = 200
 
@@ -137,3 +140,13 @@ def lines(found: list[Change]) -> list[str]:
     if len(found) > MAX_LINES:
         shown.append(f"and {len(found) - MAX_LINES} more files the gate takes from the base")
     return shown
+
+
+def workflow_lines(found: list[Change]) -> list[str]:
+    """One line a workflow file the pull request changes: a workflow runs as the pull request has it, this gate's
+    own included, so its change acts before anyone reviews it."""
+    running = os.environ.get("GITHUB_WORKFLOW_REF", "")  # owner/repo/.github/workflows/FILE@REF
+    return [f"{change.verb} {printable(change.path)}: "
+            f"{'the workflow running this gate' if f'/{change.path}@' in running else 'a workflow'}; it runs as this "
+            "pull request has it, before review: review it before trusting this verdict"
+            for change in found if change.path.startswith(WORKFLOWS)]

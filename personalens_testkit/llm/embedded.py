@@ -144,6 +144,12 @@ def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, lo
                 response = client.get(f"{url}/models")
             if response.status_code == 200:
                 client.close()
+                holder = listener_uid(url)
+                if pid is not None and holder is not None and holder != os.geteuid():
+                    raise ModelServerError(
+                        f"{url} answers from a process of another user (uid {holder}), not the embedded server this "
+                        "run started: refused (a process that took its port first - a bot under the gate?)",
+                        model="local")
                 return
             last = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
@@ -156,6 +162,24 @@ def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, lo
         time.sleep(0.2)
     client.close()
     raise ModelServerError(f"the model server at {url} was not healthy within {timeout_s:.0f} s ({last})", model="local")
+
+
+def listener_uid(url: str) -> int | None:
+    """The user id of the process listening on a loopback URL's port (Linux's /proc/net/tcp and tcp6; None where
+    they cannot be read or nothing listens there)."""
+    from urllib.parse import urlsplit
+
+    port = urlsplit(url).port
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl local_address rem_address st ... uid timeout inode
+            if len(fields) > 7 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return int(fields[7])
+    return None
 
 
 def _log_tail(path: str | None, lines: int = 5) -> str:

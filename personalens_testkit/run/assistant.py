@@ -25,7 +25,7 @@ from ..settings import RunSettings
 from .models import ModelPool
 
 if TYPE_CHECKING:
-    from ..gate.sandbox import Sandbox
+    from ..assistants.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,6 @@ def _sandbox(path: Path | None) -> Sandbox | None:
     """The gate's sandbox a bot's processes run under (``--bot-sandbox``), read once per process."""
     if path is None:
         return None
-    from ..gate.sandbox import Sandbox
+    from ..assistants.sandbox import Sandbox
 
     return Sandbox.load(path)
