@@ -30,13 +30,14 @@ KEY = "sk-test-not-a-real-key-000"  # the key tests/test_pr_gate.environment giv
 ATTACK_BOT = r'''import glob, json, os, signal, sys, sysconfig, time
 REPORT = {report!r}
 OUT = {out!r}
+REPO = {repo!r}  # the pull request's checkout itself (the bot runs in a copy of its own)
 SUMMARY = {summary!r}
 KEY_MARK = "sk-test"
 PLANT = "import os; os._exit(0)  # BOT-WAS-HERE\n"
 
 def targets():
     found = glob.glob("/tmp/personalens-gate-*") + glob.glob("/tmp/personalens-gate-*/**", recursive=True)
-    found += glob.glob(OUT + "/**", recursive=True) + [SUMMARY]
+    found += glob.glob(OUT + "/**", recursive=True) + [SUMMARY, REPO, os.path.join(REPO, "bot.py")]
     paths = sysconfig.get_paths()
     found += [os.path.join(paths["purelib"], "zz-bot.pth"), os.path.join(paths["stdlib"], "sitecustomize.py"),
               os.path.join(paths["purelib"], "personalens_testkit", "__init__.py")]
@@ -122,7 +123,7 @@ def test_a_bot_that_attacks_the_gate_from_every_side_ends_red_and_changes_nothin
     summary = tmp_path / "step-summary.md"
     summary.write_text("")
     out = pr / "personalens-gate"
-    (pr / "bot.py").write_text(ATTACK_BOT.format(report=str(report), out=str(out), summary=str(summary)))
+    (pr / "bot.py").write_text(ATTACK_BOT.format(report=str(report), out=str(out), summary=str(summary), repo=str(pr)))
     commit(pr, "a worse bot that attacks the gate")
     record = ["--record-mode", "new_episodes"] if live else []
     with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
@@ -141,6 +142,7 @@ def test_a_bot_that_attacks_the_gate_from_every_side_ends_red_and_changes_nothin
     time.sleep(0.5)
     assert (report / "alive").stat().st_size == alive
     assert "BOT-WAS-HERE" not in summary.read_text()
+    assert git(pr, "status", "--porcelain") == ""  # nothing of the checkout itself changed
     assert every_file_holds_no_key(out) == []
     assert not [p for p in out.rglob("*") if p.is_file() and b"BOT-WAS-HERE" in p.read_bytes() and p.name != "bot.py"]
     verdict = json.loads((out / "report.json").read_text())["verdict"]
@@ -207,3 +209,17 @@ def test_promote_takes_a_credentialed_gates_recording_and_refuses_any_file_it_di
     promoted = personalens("promote", "personalens-gate", cwd=pr, env=environment())
     assert promoted.returncode == 0, promoted.stderr
     assert "promoted" in promoted.stdout
+
+
+def test_a_model_key_the_bases_bot_entry_would_hand_the_bot_is_refused(pr: Path):
+    """The base's bot entry may pass the bot variables (``env``) or send its server headers: none of them may
+    carry a model's key, whatever it is called there."""
+    git(pr, "checkout", "-q", "main")
+    config = (pr / "personalens.toml").read_text()
+    (pr / "personalens.toml").write_text(config + 'env = { LLM_TOKEN = "Bearer ${OPENAI_API_KEY}" }\n')
+    commit(pr, "the bot gets the judge's key")
+    git(pr, "checkout", "-q", "-b", "change-3")
+    done = personalens("gate", "--target", "main", cwd=pr, env=environment())
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "the base's [assistants.my-bot] env: LLM_TOKEN: holds the value of one of the gate's secret" in done.stderr
+    assert KEY not in done.stdout + done.stderr

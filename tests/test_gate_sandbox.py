@@ -328,3 +328,30 @@ def test_a_bot_that_takes_the_judges_port_first_is_refused(sandbox: Sandbox):
         squatter.kill()
         squatter.wait()
 
+
+
+def test_what_the_bot_leaves_behind_is_removed_however_deep_or_wherever_shared(sandbox: Sandbox):
+    """A tree deeper than Python's recursion limit, files at the top of every shared temporary folder, and
+    System V IPC objects (they outlive every process) - all gone after the run."""
+    as_bot(sandbox, f"""import os, subprocess
+base = "/tmp/left-by-{sandbox.uid}"
+os.makedirs(base)
+os.chdir(base)
+for _ in range(1500):
+    os.mkdir("d"); os.chdir("d")
+for folder in ("/var/tmp", "/dev/shm"):
+    open(os.path.join(folder, "left-by-{sandbox.uid}"), "w").write("x")
+subprocess.run(["ipcmk", "-M", "4096"], check=True, stdout=subprocess.DEVNULL)
+""", cwd=Path("/"))
+    shm = Path("/proc/sysvipc/shm")
+
+    def owned() -> list[str]:
+        rows = shm.read_text().splitlines()
+        column = rows[0].split().index("uid")
+        return [row for row in rows[1:] if row.split()[column] == str(sandbox.uid)]
+
+    assert Path(f"/tmp/left-by-{sandbox.uid}").exists() and owned()
+    sandbox.end_all()
+    sandbox.remove_files()
+    assert not any(Path(folder, f"left-by-{sandbox.uid}").exists() for folder in ("/tmp", "/var/tmp", "/dev/shm"))
+    assert owned() == [] and not Path(sandbox.home).exists()

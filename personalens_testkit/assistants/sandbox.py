@@ -159,14 +159,14 @@ def _remove_ipc(uid: int) -> None:
             rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         except OSError:
             continue
-        header = rows[0].split() if rows else []
-        if "id" not in header or "uid" not in header:
+        header = rows[0].split() if rows else []  # key shmid|semid|msqid ... uid ...
+        if len(header) < 2 or not header[1].endswith("id") or "uid" not in header:
             continue
         for row in rows[1:]:
             fields = row.split()
             if len(fields) == len(header) and fields[header.index("uid")] == str(uid):
                 with contextlib.suppress(OSError, subprocess.SubprocessError):
-                    subprocess.run(["ipcrm", flag, fields[header.index("id")]], stdin=subprocess.DEVNULL,  # noqa: S603, S607
+                    subprocess.run(["ipcrm", flag, fields[1]], stdin=subprocess.DEVNULL,  # noqa: S603, S607
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
 
 
