@@ -147,3 +147,9 @@ def test_injection_corpus_bench_prints_the_flags_cost():
                       r"word tests, (\d+) us with every pattern run \([\d.]+x\); the same flags: (\w+)", out)
     assert found, out[-1500:]
     assert int(found.group(1)) > 500 and found.group(4) == "True"
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the gate isolates the bot only as root (CI runs as root)")
+def test_gate_isolation_bench_small():
+    out = bench("bench/gate_isolation.py", "--repeat", "2", "--bot-processes", "2")
+    assert "0 false alarms in 2 runs" in out and "36 tried, 0 succeeded" in out

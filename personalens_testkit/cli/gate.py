@@ -53,7 +53,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                    "target branch)")
     cmd.add_argument("--target", metavar="BRANCH", help="the branch the pull request goes into (default: "
                                                         "$GITHUB_BASE_REF, else main; origin/BRANCH first)")
-    cmd.add_argument("--start", metavar="CMD", help="the shell command that starts the bot, run in this checkout")
+    cmd.add_argument("--start", metavar="CMD", help="the shell command that starts the bot, run in (a copy of) this "
+                                                    "checkout")
     cmd.add_argument("--health-url", metavar="URL", help="answers 2xx once the bot is ready (waited for)")
     cmd.add_argument("--start-timeout", type=float, default=60.0, metavar="S", help="the longest wait for "
                                                                                      "--health-url (default 60)")
