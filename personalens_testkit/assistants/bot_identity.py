@@ -153,12 +153,15 @@ def bot_checkout(sandbox: Sandbox, repo: Path, *, leave_out: Iterable[Path] = ()
         return repo
     skip = {Path(repo, ".git").resolve(), *(Path(p).resolve() for p in leave_out)}
     copy = Path(sandbox.home) / "checkout"
-    shutil.copytree(repo, copy, symlinks=True, ignore=lambda folder, names: [
-        *_plain(folder, names), *(n for n in names if Path(folder, n).resolve() in skip)])
-    for folder, dirs, files in os.walk(copy):
-        for name in [*dirs, *files]:
-            os.chown(os.path.join(folder, name), sandbox.uid, sandbox.uid, follow_symlinks=False)
-    os.chown(copy, sandbox.uid, sandbox.uid)
+    try:
+        shutil.copytree(repo, copy, symlinks=True, ignore=lambda folder, names: [
+            *_plain(folder, names), *(n for n in names if Path(folder, n).resolve() in skip)])
+        for folder, dirs, files in os.walk(copy):
+            for name in [*dirs, *files]:
+                os.chown(os.path.join(folder, name), sandbox.uid, sandbox.uid, follow_symlinks=False)
+        os.chown(copy, sandbox.uid, sandbox.uid)
+    except (OSError, shutil.Error) as exc:
+        raise GateError(f"copying the checkout {repo} for the bot into {copy} failed ({str(exc)[:300]})") from None
     passage_for([repo], into_homes=False)
     return copy
 
@@ -174,8 +177,11 @@ def open_sandbox(*, pass_env: Sequence[str], wanted: bool, reach: Iterable[Path]
     uid = pick_uid()
     if uid is None:
         return Sandbox(pass_env=tuple(pass_env), why_not="no unused user id in this user namespace's map")
-    home = Path(tempfile.mkdtemp(prefix="personalens-bot-", dir=_shared_temp()))
-    os.chown(home, uid, uid)
+    try:
+        home = Path(tempfile.mkdtemp(prefix="personalens-bot-", dir=_shared_temp()))
+        os.chown(home, uid, uid)
+    except OSError as exc:
+        raise GateError(f"the bot's folder could not be made in {_shared_temp()} ({exc})") from None
     passage_for([*reach, home.parent], into_homes=True)
     return Sandbox(uid=uid, home=str(home), pass_env=tuple(pass_env))
 

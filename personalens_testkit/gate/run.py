@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..assistants.boundary import probe, protected_paths
+from ..assistants.bot_identity import bot_checkout, check_bot_values, open_sandbox
+from ..assistants.sandbox import Sandbox
 from ..errors import GateError, PersonalensError
 from ..replay.store import assistant_dir
 from ..results.recorded import RESULTS_NAME, existing
@@ -36,9 +39,6 @@ from .bot import StartedBot
 from .elevation import hand_back
 from .git import Base, changes, export_tree
 from .recording import keep_recording
-from ..assistants.boundary import probe, protected_paths
-from ..assistants.bot_identity import bot_checkout, check_bot_values, open_sandbox
-from ..assistants.sandbox import Sandbox
 from .tree import digest, pytest_config, set_writable
 from .trust import lines, trusted_paths, untrusted_changes, workflow_lines
 
@@ -63,7 +63,7 @@ class GateOptions:
     start: str | None = None
     health_url: str | None = None
     start_timeout_s: float = 60.0
-    #: the gate's variables the bot also gets, by name (--bot-env); checked by sandbox.bot_env_names
+    #: the gate's variables the bot also gets, by name (--bot-env); checked by bot_identity.bot_env_names
     bot_env: tuple[str, ...] = ()
     #: run the bot under a user id of its own where the gate can (--isolation auto); False: --isolation off
     isolation: bool = True
