@@ -130,6 +130,14 @@ class BoundedReadError(ValueError):
         self.too_large = too_large
 
 
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """``root`` and everything under it to ``uid``:``gid``, links themselves (never what they point to)."""
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+    os.chown(root, uid, gid, follow_symlinks=False)
+
+
 def size_text(size: int) -> str:
     """A limit as a person reads it: ``256 MiB``, or ``1,999 bytes``."""
     return f"{size >> 20:,} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size:,} bytes"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import GateError
+from ..files import chown_tree
 from .sandbox import MODEL_ENV_PREFIXES, Sandbox, processes_of
 
 #: the user ids a gate picks from (no distribution gives them to accounts), where the user namespace maps them
@@ -156,10 +157,7 @@ def bot_checkout(sandbox: Sandbox, repo: Path, *, leave_out: Iterable[Path] = ()
     try:
         shutil.copytree(repo, copy, symlinks=True, ignore=lambda folder, names: [
             *_plain(folder, names), *(n for n in names if Path(folder, n).resolve() in skip)])
-        for folder, dirs, files in os.walk(copy):
-            for name in [*dirs, *files]:
-                os.chown(os.path.join(folder, name), sandbox.uid, sandbox.uid, follow_symlinks=False)
-        os.chown(copy, sandbox.uid, sandbox.uid)
+        chown_tree(copy, sandbox.uid, sandbox.uid)
     except (OSError, shutil.Error) as exc:
         raise GateError(f"copying the checkout {repo} for the bot into {copy} failed ({str(exc)[:300]})") from None
     passage_for([repo], into_homes=False)

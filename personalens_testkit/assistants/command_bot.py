@@ -39,7 +39,6 @@ from .. import timebox
 from ..errors import ContractError, ModelError
 from ..llm.timeouts import timed_out
 from ..llm.entries import expand_env
-from ..secrets import register_secret_names
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
 from .kinds.command import CommandEntry
@@ -65,8 +64,6 @@ class CommandAssistant:
         self.name = name
         self.entry = entry
         self.sandbox = sandbox
-        if sandbox is not None:  # the bot's own secrets (--bot-env) are redacted wherever its words are written
-            register_secret_names(sandbox.pass_env)
         self.context = entry.switches()
         self.cwd = root / entry.cwd if entry.cwd else root
         self._process: subprocess.Popen[bytes] | None = None

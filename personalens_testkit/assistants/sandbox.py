@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import GateError
+from ..secrets import register_secret_names
 
 #: the gate's variables the bot sees (with ``LC_*``); none of them holds a credential
 ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "CI")
@@ -65,8 +66,10 @@ class Sandbox:
     # -- what the bot sees -------------------------------------------------------------------
     def environment(self, source: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The bot's whole environment: the allowlist and the named variables from ``source`` (the gate's), then
-        ``extra`` (the base's bot entry's ``env``), then its own HOME and TMPDIR."""
+        ``extra`` (the base's bot entry's ``env``), then its own HOME and TMPDIR. The named variables become
+        secrets of this process (redacted in every file and line it writes)."""
         source = os.environ if source is None else source
+        register_secret_names(self.pass_env)  # the bot's own secrets: redacted wherever its words are written
         env = {name: value for name, value in source.items() if name in ALLOWED_ENV or name.startswith("LC_")}
         env.update({name: source[name] for name in self.pass_env if name in source})
         env.update(extra or {})

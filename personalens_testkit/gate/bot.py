@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import IO
 
 from ..errors import GateError
-from ..secrets import register_secret_names, scrub_text, secret_values
+from ..secrets import scrub_text, secret_values
 from ..assistants.sandbox import Sandbox
 
 #: each try of the health URL
@@ -69,7 +69,6 @@ class StartedBot:
     def __enter__(self) -> StartedBot:
         if self.command:
             self.log.parent.mkdir(parents=True, exist_ok=True)
-            register_secret_names(self.sandbox.pass_env)
             self.process = self.sandbox.popen(["/bin/sh", "-c", self.command], cwd=self.cwd,
                                               env=self.sandbox.environment(), stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from ..files import chown_tree
+
 
 def can_elevate() -> bool:
     """Whether ``sudo`` runs without a password here (GitHub's hosted runners)."""
@@ -41,7 +43,4 @@ def hand_back(out: Path) -> None:
     if not (os.environ.get(ELEVATED) and uid and gid and uid.isdigit() and gid.isdigit() and out.is_dir()):
         return
     with contextlib.suppress(OSError):
-        for folder, dirs, files in os.walk(out):
-            for name in [*dirs, *files]:
-                os.chown(os.path.join(folder, name), int(uid), int(gid), follow_symlinks=False)
-        os.chown(out, int(uid), int(gid))
+        chown_tree(out, int(uid), int(gid))
