@@ -6,9 +6,14 @@
 - benign: tests/data/judge_answers/benign.jsonl, hand-written well-formed answers whose reasons
   mention numbers, scores and "final" - how many are read as their one value (must be all);
 - hostile: tests/data/judge_answers/hostile.jsonl, hedged, doubled, qualified or mistyped answers -
-  how many are errors (must be all) and how many became a score (must be none).
+  how many are errors (must be all) and how many became a score (must be none);
+- generated (tests/support/answer_corpus.py, seeded): --count hostile answers, each a valid answer with a
+  second, different value after it (value x connector x position x separator x language x wrapper) - how
+  many became a score (must be none); --count benign answers, reasoning and reasons full of numbers - how
+  many were lost (at most 1 in 100); and a third kind read apart: reasons that end a statement with another
+  value of the scale ("... at turn 2.") - refused by design, so their share is printed.
 
-    python bench/judge_answers.py [--show]     # --show: list each answer that misses its mark
+    python bench/judge_answers.py [--show] [--count N]     # --show: list each answer that misses its mark
 """
 
 from __future__ import annotations
@@ -16,13 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import random
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from personalens_testkit.agents.answers import (
     PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, parse_answer,
 )
 from personalens_testkit.errors import JudgeAnswerError
+from tests.support import answer_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "judge_answers"
@@ -68,6 +78,7 @@ def read(case: dict) -> object:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show", action="store_true")
+    parser.add_argument("--count", type=int, default=10_000, help="generated answers of each kind (default 10,000)")
     args = parser.parse_args()
     real, benign, hostile = recorded_answers(), load("benign.jsonl"), load("hostile.jsonl")
     started = time.perf_counter()
@@ -78,12 +89,15 @@ def main() -> None:
     unread = [case for case, value in zip(real, real_read) if isinstance(value, JudgeAnswerError)]
     print(f"real answers (shipped recording, {len(real)} judge calls): read {len(real) - len(unread)} of {len(real)}")
     wrong_benign = [(case, value) for case, value in zip(benign, benign_read) if value != case["value"]]
+    marked = sum("lost" in case for case in benign)
     print(f"benign (hand-written, reasons full of numbers): read as their value {len(benign) - len(wrong_benign)} of "
-          f"{len(benign)}")
+          f"{len(benign)}; {marked} marked lost by design (a reason ending a statement with another value, prose "
+          f"after a label line), {sum('lost' not in case for case, _ in wrong_benign)} lost unmarked")
     scored = [(case, value) for case, value in zip(hostile, hostile_read) if not isinstance(value, JudgeAnswerError)]
     print(f"hostile (hedged, doubled, qualified, mistyped): errors {len(hostile) - len(scored)} of {len(hostile)}; "
           f"read as a score {len(scored)}")
     print(f"parse time: {each_us:.0f} us an answer")
+    generated(args.count, args.show)
     if args.show:
         for case in unread:
             print("  real answer not read:", repr(case["raw"][:200]))
@@ -91,6 +105,38 @@ def main() -> None:
             print(f"  benign misread ({value}):", repr(case["raw"][:200]))
         for case, value in scored:
             print(f"  hostile read as {value}:", repr(case["raw"][:200]))
+
+
+def generated(count: int, show: bool) -> None:
+    rng = random.Random(43)
+    scored = []
+    for _ in range(count):
+        kind, raw = answer_corpus.hostile(rng.choice)
+        value = read({"answer": kind, "raw": raw})
+        if not isinstance(value, JudgeAnswerError):
+            scored.append((raw, value))
+    print(f"generated hostile (a second, different value after the answer): {count:,}; read as a score {len(scored)}")
+    lost = []
+    for _ in range(count):
+        kind, raw, expected = answer_corpus.benign(rng.choice)
+        value = read({"answer": kind, "raw": raw})
+        if value != expected:
+            lost.append((raw, value))
+    print(f"generated benign (reasoning and reasons full of numbers): {count:,}; lost {len(lost)} "
+          f"({len(lost) / count:.2%})")
+    refused = 0
+    for _ in range(count):
+        kind, raw, expected = answer_corpus.ending_with_a_number(rng.choice)
+        value = read({"answer": kind, "raw": raw})
+        assert value == expected or isinstance(value, JudgeAnswerError), (raw, value)  # never another value
+        refused += isinstance(value, JudgeAnswerError)
+    print(f"generated reasons ending a statement with a number (\"... at turn 2.\"): {count:,}; refused {refused} "
+          f"({refused / count:.1%}; the judge is asked again), read as another value 0")
+    if show:
+        for raw, value in scored[:20]:
+            print(f"  generated hostile read as {value}:", repr(raw[:200]))
+        for raw, value in lost[:20]:
+            print(f"  generated benign lost ({value}):", repr(raw[:200]))
 
 
 if __name__ == "__main__":

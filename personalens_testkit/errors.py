@@ -156,6 +156,9 @@ class JudgeAnswerError(PersonalensError):
         #: where unreadable) - the case stays the judge's error, and each readable dimension counts in its own
         #: figure, as the paper counts them (agents/judge.py sets it)
         self.partial: Any = None
+        #: whether the answer was free text (not one JSON object) that the grammar refused: the judge may be asked
+        #: again once, with the format restated (agents/judge.py)
+        self.free_text = False
         shown = raw if len(raw) <= 600 else raw[:600] + f"... [{len(raw) - 600} more characters]"
         super().__init__(f"judge answer for {dimension} could not be parsed ({problem}); raw answer: {shown!r}")
 

@@ -105,11 +105,15 @@ def test_interval_coverage_bench_small():
 
 
 def test_judge_answers_bench_reads_every_benign_answer_and_no_hostile_one():
-    out = bench("bench/judge_answers.py")
-    benign = re.search(r"read as their value (\d+) of (\d+)", out)
+    out = bench("bench/judge_answers.py", "--count", "2000")
+    benign = re.search(r"read as their value (\d+) of (\d+); (\d+) marked lost by design .*, (\d+) lost unmarked", out)
     hostile = re.search(r"errors (\d+) of (\d+); read as a score (\d+)", out)
     real = re.search(r"real answers .*: read (\d+) of (\d+)", out)
-    assert benign and benign.group(1) == benign.group(2)
+    assert benign and int(benign.group(1)) + int(benign.group(3)) == int(benign.group(2)) and benign.group(4) == "0"
+    assert re.search(r"generated hostile .*: 2,000; read as a score 0\n", out)
+    lost = re.search(r"generated benign .*: 2,000; lost (\d+)", out)
+    assert lost and int(lost.group(1)) <= 20  # at most 1 in 100
+    assert "read as another value 0" in out
     assert hostile and hostile.group(1) == hostile.group(2) and hostile.group(3) == "0"
     assert real and real.group(1) == real.group(2) and int(real.group(2)) >= 100
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from personalens_testkit import textview
 from personalens_testkit.agents import injection, pattern_needs
 from personalens_testkit.agents.injection_patterns import FLAGS, SCORE_LABEL, VERDICT_LABEL
 from personalens_testkit.agents.pattern_needs import OTHER_LETTER, fold, may_match, needs
@@ -96,18 +97,18 @@ def test_folded_spellings_and_other_scripts_are_not_skipped(text):
 
 def _seen_char_by_char(text: str) -> tuple[str, list[int] | None]:
     """seen_through as it was written first, a character at a time: the oracle of the one that copies ASCII whole."""
-    if text.isascii():
+    if all(char.isascii() and char not in textview.LINE_BREAKS for char in text):
         return text, None
     out, origin = [], []
     for i, char in enumerate(text):
-        for folded in (char if ord(char) < 128 else injection._seen(char)):
+        for folded in (char if char.isascii() and char not in textview.LINE_BREAKS else textview.seen_char(char)):
             out.append(folded)
             origin.append(i)
     return "".join(out), origin
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(st.sampled_from(list("ab c.\n") + ["\u2019", "\u00e9", "\uff21", "\u200b", "\u0410", "\u0301", "\u00bd",
+@given(st.text(st.sampled_from(list("ab c.\n\r\x0b") + ["\u2028", "\u0663", "\u2019", "\u00e9", "\uff21", "\u200b", "\u0410", "\u0301", "\u00bd",
                                                   "\ufb01", "\u1e9b", "\u2014"]) | st.characters()))
 def test_a_reply_is_seen_through_as_it_is_character_by_character(text):
     assert injection.seen_through(text) == _seen_char_by_char(text)

@@ -44,12 +44,46 @@ def test_a_hedged_or_doubled_judge_answer_is_an_error_row_with_the_raw_answer(py
 
 def test_a_clean_labelled_answer_whose_reason_quotes_numbers_is_read(pytester):
     answers = {"personalization": "Personalization Score: 2\nJustification: the match's final score: 4 goals to 1 "
-                                  "came from the user, and the bot ignored it. Not a 3 or 4."}
+                                  "came from the user, and the bot ignored it."}
     with FakeLLM(Script(terminate_after=1, judge_texts=answers)) as fake:
         project(pytester, fake)
         result, rows = run_rows(pytester, *ALARM, *LIVE)
     assert_rows_are_cases(result, rows)
     assert [row["scores"]["personalization"] for row in rows] == [2, 2, 2, 2]
+
+
+SECOND_ANSWERS = [  # the issue's: a second answer one line down was stored as a score, 6 of 6 and 7 of 7
+    {"task_completion": "VERDICT: True\n(arguably false)"},
+    {"task_completion": '{"verdict": true, "explanation": "The alarm was set."}\nExplanation: Wait, no. False.'},
+    {"personalization": "Personalization Score: 3\nPersonalization: 4"},
+    {"personalization": "Personalization Score: 3\nJustification: Scratch that, 4."},
+    {"personalization": '{"score": 4, "observations": [], "justification": "j", "suggestions": []} <- too high? '
+                        "the level below fits too"},
+]
+
+
+@pytest.mark.parametrize("answers", SECOND_ANSWERS, ids=lambda answers: next(iter(answers.values()))[:30])
+def test_a_second_answer_after_the_first_is_an_error_row_never_a_score(pytester, answers):
+    (dimension, raw), = answers.items()
+    with FakeLLM(Script(terminate_after=1, judge_texts=answers)) as fake:
+        project(pytester, fake)
+        result, rows = run_rows(pytester, *ALARM, *LIVE)
+    assert_rows_are_cases(result, rows)
+    for row in rows:
+        assert row["status"] == "error" and row["scores"] is None, row
+        assert row["error"]["source"] == "judge" and row["error"]["raw_answer"] == raw  # asked again: the same
+
+
+def test_a_refused_free_text_answer_asked_again_is_scored_from_the_second_answer(pytester):
+    first = {"personalization": "Personalization Score: 3\n(possibly 4)"}
+    again = {"personalization": json.dumps({"score": 2, "observations": [], "justification": "asked twice",
+                                            "suggestions": []})}
+    with FakeLLM(Script(terminate_after=1, judge_texts=first, judge_again=again)) as fake:
+        project(pytester, fake)
+        result, rows = run_rows(pytester, *ALARM, *LIVE)
+    assert_rows_are_cases(result, rows)
+    assert [row["scores"]["personalization"] for row in rows] == [2, 2, 2, 2]
+    assert all(row["status"] != "error" for row in rows)
 
 
 # -- secrets spelled with escapes: redacted in every file ------------------------------------------------

@@ -1,78 +1,49 @@
-"""The grammar of a judge's answer: where its one value stands, and what may surround it.
+"""The grammar of a judge's answer: one answer, standing last, and nothing that answers again.
 
-An answer is read in exactly one of three shapes, and nothing is ever searched for:
+The rule is structural; no phrase is looked for. The answer is read through the view every check of
+untrusted text uses (:mod:`personalens_testkit.textview`: format characters dropped, every line
+break a ``\\n``, NFKC, digits of any script ASCII, look-alike letters Latin), so what it finds
+cannot hide behind a spelling.
 
-1. **A JSON object** - the whole answer, after an optional ``<think>...</think>`` block, an
-   optional ``<response>`` wrapper and an optional code fence. This is what every prompt asks
-   for and what a constrained backend returns. A raw line break or tab inside one of its strings (JSON
-   asks for ``\n``) is read as the character it is, as the paper's parser reads it: it moves no value.
-2. **One JSON object in plain words** - exactly one object carrying the answer's key, and
-   text outside it that holds no other JSON (a brace, a ``"key":``: an object nested in an
-   answer cut off at its token limit is never read), no character with a numeric value, no
-   number word, no true or false, no hedge or re-answer (maybe, possibly, could, higher, on
-   reflection, ...); around a verdict, no yes, no, not, met, complete, failed.
-   ``Here is my evaluation: {...}`` reads; ``I'd say 3 or 4: {...}`` does not.
-3. **The paper's labels** - exactly one line that starts like an answer (``Personalization
-   Score: 3``; ``Score``, ``Rating``, the dimension's name; ``VERDICT: True`` for a verdict;
-   bullets and numbering around it), holding the value alone (``3/4`` and ``3 out of 4`` on the
-   rubric's own scale, the level's own name - ``3 (Strong)`` -, bold marks, a closing period);
-   plain words before it, and after it the reason (the paper's sections or prose), which may
-   not answer again: no line that starts like a label, no label of this answer anywhere with
-   any separator (seen through full-width and look-alike letters), no re-answer phrase.
+1. **One answer.** The answer's candidates are the JSON objects that carry its key (``score``,
+   ``verdict``, ``scores``) and the lines that start like a label (``Personalization Score:``,
+   ``Rating``, ``VERDICT``; bullets and numbering around it). There is exactly one: two
+   objects, two label lines, a label and an object are an error, whatever they say.
+2. **It stands last.** Text before it is the judge's reasoning and may hold anything else
+   ("the 6:30 alarm", "2 things", "3 or 4?"). After it comes nothing: after an object, only
+   the closers of its wrapper (a code fence, ``</response>``, bold marks); after a label line,
+   only the answer's own reason sections (``Justification:``, ``Key Observations:``,
+   ``Explanation:``...), the paper's layout. A wrapper around the whole answer
+   (``<think>...</think>`` first, ``<response>``, a code fence) is taken off first.
+3. **Its value is exact.** A label line holds the value alone (``3``, ``3/4``, ``3 out of 4``,
+   the level's own name ``3 (Strong)``, bold marks, a closing period; ``True`` or ``False``)
+   in ASCII; an object gives each key once, with a value of the schema's exact type.
+4. **Its reasons do not answer.** A reason (a JSON reason field, a reason section) gives no
+   value of the answer's kind: no label of it with a value, no JSON, no value that ends a
+   statement (``Scratch that, 4.``, ``(possibly 4)``, ``oder 4``, ``Wait, no. False.``). A
+   number inside a statement is a reason's (``2 things``, ``5 stars``, ``6:30``).
 
-Anything else is a :class:`GrammarError`: a second candidate (two objects with the key, two
-label lines, a label and an object), a hedge or a qualifier on the answer line (``3 or
-maybe 4``, ``3 (maybe 4)``, ``true, though arguably false``), an unknown word, a zero-width
-character, a digit that is not ASCII, a key given twice in one object.
+Anything else is a :class:`GrammarError`, never a guessed score.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
-from .injection_patterns import LOOKALIKE, ZERO_WIDTH
+from ..textview import seen
+from .answer_reasons import GrammarError, Shape, gives_no_value, no_cut_answer, reasons_answer_nothing
 
 #: at most this many places are tried as the start of a JSON object (bounds the work on hostile text)
 MAX_JSON_STARTS = 2_000
 
 
-class GrammarError(ValueError):
-    """The answer is not in the grammar: the message says how."""
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the answer is asked for: its key (``score``, ``verdict``, ``scores``), the names a label may
-    carry before ``Score`` (the dimension's, lower case), the scale's top, and whether a label may give it."""
-
-    key: str
-    names: frozenset[str]
-    top: int
-    labelled: bool = True
-    #: the key of the reason a labelled answer's section fills
-    reason_key: str = "justification"
-    #: the rubric whose level names may follow a labelled value (a key of :data:`LEVELS`)
-    level_scale: str = ""
-
-
 _THINK = re.compile(r"^\s*<think>.*?</think>", flags=re.DOTALL | re.IGNORECASE)
 _RESPONSE = re.compile(r"^\s*<response>\s*(.*?)\s*</response>\s*$", flags=re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```[A-Za-z]*[ \t]*\n(.*?)\n?[ \t]*```\s*$", flags=re.DOTALL)
-#: what text around the answer may not hold: a word that gives or qualifies a value (any character with a numeric
-#: value - 3, ３, Ⅳ, ⁴, ④, ¾ - is caught by :func:`_numeric`; a JSON fragment by :data:`_JSON_BIT`)
-_VALUE_WORD = re.compile(
-    r"\b(?:true|false|one|two|three|four|five|six|seven|eight|nine|ten|half|maybe|perhaps|possibly|probably|"
-    r"arguably|likely|unsure|uncertain|not sure|either|instead|actually|rather|could|might|borderline|tentative(?:ly)?|"
-    r"higher|lower|leaning|reconsider\w*|on (?:second thought|reflection))\b", flags=re.IGNORECASE)
-#: ... and, around a verdict, the words that give one
-_VERDICT_WORD = re.compile(r"\b(?:yes|no|nope|not|never|met|unmet|satisfied|complete|completed|incomplete|fails?|failed|"
-                           r"opposite)\b|[\u2705\u2714\u2713\u274c\u2716\u2717\u2718]", flags=re.IGNORECASE)
-#: a piece of JSON outside the one object: another object's brace, a key
-_JSON_BIT = re.compile(r'[{}]|"\s*[\w ]+\s*"\s*:')
+#: what may follow the answer's object: the closers of a wrapper, and nothing else
+_CLOSERS = re.compile(r"(?:\s|`|\*|_|</[A-Za-z]+>)*")
 _DECOR = r"[\s*_#>`\-+\u2022\u00b7\u2013\u2014|]*(?:\(?[0-9]{1,2}[.)]\s*)?[\s*_#>`\-+\u2022\u00b7|]*"
 #: the start of a line that gives a labelled answer: "Score:", "**Personalization Score** =", "VERDICT:"
 _LABEL_START = re.compile(rf"^{_DECOR}(?P<name>[A-Za-z][A-Za-z ]{{0,40}}?\s+)?(?P<key>score|rating|verdict)"
@@ -87,37 +58,37 @@ LEVELS = {
     "coherence": {1: "highly incoherent", 2: "significantly incoherent", 3: "somewhat coherent", 4: "mostly coherent",
                   5: "fully coherent"},
 }
-#: what re-answers inside a reason: "my score: 4", "on reflection ... 4", "I'd raise it to 4"
-_REANSWER = re.compile(
-    r"\b(?:(?:my|revised|updated|new|adjusted|corrected|real|true)\s+(?:score|rating|verdict)\b|on (?:second thought|"
-    r"reflection)|i(?:'d| would| will)\s+(?:raise|lower|change|revise|adjust|settle|bump|go)|settle on|"
-    r"(?:raise|lower|bump|change|revise|adjust)\s+(?:it|this|that|the score|my score)\s+(?:up |down )?to|"
-    r"(?:make|call|mark|put|rate)\s+(?:it|that|this)\s+(?:a\s+|an\s+|as\s+)?(?:[0-9]|one|two|three|four|five|true|false)|"
-    r"actually\b[^.\n]{0,20}\b[0-9])\b",
-    re.IGNORECASE)
-
-
 def payload(raw: str, shape: Shape) -> dict[str, Any]:
-    """The answer's one JSON object (or the object a label line stands for); raises :class:`GrammarError`."""
+    """The answer's one JSON object (or the object its label line stands for); raises :class:`GrammarError`."""
     body = _unwrapped(raw)
-    whole = _json(body)
-    if whole is not _NOT_JSON:
-        if not isinstance(whole, dict):
-            raise GrammarError(f"the answer is JSON but not an object (expected an object with \"{shape.key}\")")
-        return whole
-    objects, outside = _objects(body, shape.key)
-    if len(objects) > 1:
-        raise GrammarError(f'the answer holds {len(objects)} JSON objects with "{shape.key}"; exactly one is expected')
+    try:
+        whole = _json(body)
+        if whole is not _NOT_JSON:
+            if not isinstance(whole, dict):
+                raise GrammarError(f"the answer is JSON but not an object (expected an object with \"{shape.key}\")")
+            reasons_answer_nothing(whole, shape)
+            return whole
+    except GrammarError as exc:
+        exc.free_text = False  # one JSON object, as asked: its answer stands as given
+        raise
+    lines = body.splitlines()  # every Unicode line break
+    view_lines = [seen(line) for line in lines]
+    objects = _objects(seen(body), shape.key)[0]
+    labels = [i for i, line in enumerate(view_lines) if _LINE_LABEL.match(line)] if shape.labelled else []
+    count = len(objects) + len(labels)
+    if count == 0:
+        if not shape.labelled:
+            raise GrammarError(f'no JSON object with "{shape.key}"')
+        word, label = ("verdict", "VERDICT: True") if shape.key == "verdict" else ("score", "Score: N")
+        raise GrammarError(f'no JSON object and no labelled {word} (expected a JSON object with "{shape.key}", or a '
+                           f'line "{label}")')
+    if count > 1:
+        shown = [json.dumps(o)[:60] for o in objects[:2]] + [lines[i].strip()[:60] for i in labels[:2]]
+        raise GrammarError(f"the answer gives {count} answers ({'; '.join(repr(s) for s in shown)}); exactly one "
+                           "is expected")
     if objects:
-        bit = _JSON_BIT.search(outside)
-        if bit:
-            raise GrammarError(f"the text outside the JSON object holds JSON too ({bit.group(0)!r}): an object cut "
-                               "short, or another one; the answer must stand alone")
-        _plain(outside, "outside the JSON object", shape)
-        return objects[0]
-    if not shape.labelled:
-        raise GrammarError(f'no JSON object with "{shape.key}"')
-    return _labelled(body, shape)
+        return _last_object(body, shape)
+    return _labelled(lines, view_lines, labels[0], shape)
 
 
 def _unwrapped(raw: str) -> str:
@@ -152,101 +123,84 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, strict=False)
 
 
-def _objects(text: str, key: str) -> tuple[list[dict[str, Any]], str]:
-    """The JSON objects in ``text`` that carry ``key``, and the text outside them."""
-    decoder = _DECODER
+def _objects(text: str, key: str) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """The JSON objects in ``text`` that carry ``key`` (at any depth of nesting), and where each stands."""
     found: list[dict[str, Any]] = []
-    outside: list[str] = []
-    position, tries = 0, 0
-    start = text.find("{")
+    spans: list[tuple[int, int]] = []
+    start, tries = text.find("{"), 0
     while start != -1 and tries < MAX_JSON_STARTS:
         tries += 1
         try:
-            value, end = decoder.raw_decode(text, start)
+            value, end = _DECODER.raw_decode(text, start)
         except GrammarError:
             raise
         except (ValueError, RecursionError):
             start = text.find("{", start + 1)
             continue
-        if isinstance(value, dict) and key in value:
+        if isinstance(value, dict) and _carries(value, key):
             found.append(value)
-            outside.append(text[position:start])
-            position = end
+            spans.append((start, end))
         start = text.find("{", end)
-    outside.append(text[position:])
-    return found, " ".join(outside)
+    return found, spans
 
 
-def _plain(text: str, where: str, shape: Shape) -> None:
-    """Text around the answer gives no value and qualifies none."""
-    match = (_numeric(text) or _VALUE_WORD.search(text) or _REANSWER.search(text)
-             or (_VERDICT_WORD.search(text) if shape.key == "verdict" else None))
-    if match:
-        around = text[max(0, match.start() - 30): match.end() + 30].strip()
-        raise GrammarError(f"the text {where} gives a value or qualifies one ({match.group(0)!r} in {around!r}): "
-                           "the answer must stand alone")
+def _carries(value: Any, key: str) -> bool:
+    if isinstance(value, dict):
+        return key in value or any(_carries(v, key) for v in value.values())
+    return isinstance(value, list) and any(_carries(v, key) for v in value)
 
 
-class _Found:
-    """A match-like hit: what was found, and where."""
-
-    def __init__(self, text: str, start: int) -> None:
-        self._text, self._start = text, start
-
-    def group(self, _: int = 0) -> str:
-        return self._text
-
-    def start(self) -> int:
-        return self._start
-
-    def end(self) -> int:
-        return self._start + len(self._text)
-
-
-def _numeric(text: str) -> _Found | None:
-    """The first character with a numeric value (a digit of any script, a Roman numeral, a superscript, ¾)."""
-    for at, char in enumerate(text):
-        if (char.isdigit() or char.isnumeric()) and unicodedata.numeric(char, None) is not None:
-            return _Found(char, at)
-    return None
+def _last_object(body: str, shape: Shape) -> dict[str, Any]:
+    """The answer's one object, read from the text as written, with nothing after it but a wrapper's closers."""
+    objects, spans = _objects(body, shape.key)
+    if len(objects) != 1 or shape.key not in objects[0]:
+        raise GrammarError(f'the answer\'s JSON object with "{shape.key}" is not written in plain JSON (braces, '
+                           "quotes or keys outside ASCII, or its key nested in another object)")
+    after = seen(body[spans[0][1]:])
+    if not _CLOSERS.fullmatch(after):
+        raise GrammarError(f"text follows the answer's JSON object ({after.strip()[:60]!r}): the answer must be "
+                           "the last thing the judge writes")
+    no_cut_answer(seen(body[:spans[0][0]]), shape)
+    reasons_answer_nothing(objects[0], shape)
+    return objects[0]
 
 
-def _folded(text: str) -> str:
-    """Text as a reader sees it: compatibility forms folded (full-width letters and colons), look-alike letters
-    made Latin, zero-width characters dropped - so a second answer cannot hide from the checks below."""
-    return unicodedata.normalize("NFKC", text.translate(ZERO_WIDTH)).translate(LOOKALIKE)
+def _labelled(lines: list[str], view_lines: list[str], index: int, shape: Shape) -> dict[str, Any]:
+    """The answer of the one label line at ``index``: its value, then nothing but the answer's reason sections."""
+    if any(not char.isascii() and (char.isdigit() or char.isnumeric()) for char in lines[index]):
+        raise GrammarError(f"the answer line {lines[index].strip()[:80]!r} holds a digit outside ASCII")
+    value = _value(view_lines[index], shape)
+    no_cut_answer("\n".join(view_lines[:index]), shape)
+    sections = _sections(view_lines[index + 1:], shape)
+    for name, text in sections.items():
+        gives_no_value(text, f"the {name} section", shape, value)
+    reason = sections.get(shape.reason_key) or "\n\n".join(sections.values())
+    return {shape.key: value, shape.reason_key: reason}
 
 
-def _labelled(body: str, shape: Shape) -> dict[str, Any]:
-    lines = body.splitlines()
-    at = [i for i, line in enumerate(lines) if _LINE_LABEL.match(_folded(line))]
-    if not at:
-        word, label = ("verdict", "VERDICT: True") if shape.key == "verdict" else ("score", "Score: N")
-        raise GrammarError(f'no JSON object and no labelled {word} (expected a JSON object with "{shape.key}", or a '
-                           f'line "{label}")')
-    if len(at) > 1:
-        shown = "; ".join(repr(lines[i].strip()[:60]) for i in at[:4])
-        raise GrammarError(f"the answer gives {len(at)} labelled values ({shown}); exactly one is expected")
-    index = at[0]
-    value = _value(lines[index], shape)
-    _plain("\n".join(lines[:index]), "before the answer line", shape)
-    rest = _folded("\n".join(lines[index + 1:]))
-    again = _again(shape).search(rest) or _REANSWER.search(rest)
-    if again:
-        raise GrammarError(f"the reason after the answer line answers again ({again.group(0).strip()!r}); exactly "
-                           "one answer is expected")
-    return {shape.key: value, shape.reason_key: _reason(lines[index + 1:])}
-
-
-def _again(shape: Shape) -> re.Pattern[str]:
-    """The answer's own label anywhere, with any separator: ``Personalization Score 4``, ``... Score - 4``,
-    ``... Score is 4``, ``VERDICT → False`` (on folded text: a full-width colon or a Cyrillic letter is seen through)."""
-    value = r"(?:is\s+|of\s+|was\s+)?\W{0,4}"
-    if shape.key == "verdict":
-        return re.compile(rf"\bverdict\b{value}(?:true|false|yes|no)\b", re.IGNORECASE)
-    names = "|".join(sorted(shape.names))
-    return re.compile(rf"\b(?:{names})\W{{0,3}}(?:score|rating)s?\b{value}(?:[0-9]|one|two|three|four|five)\b",
+def _heading(shape: Shape) -> re.Pattern[str]:
+    """A reason section's heading: ``Justification:``, ``**Key Observations**:``, ``EXPLANATION -``."""
+    names = "|".join(sorted(shape.reasons))
+    return re.compile(rf"^[\s*_#>`\-]*(?:[A-Za-z]+\s+)?(?P<name>{names})(?:[\s*_`]*[:\-][ \t]*|[\s*_`#]*$)",
                       re.IGNORECASE)
+
+
+def _sections(lines: list[str], shape: Shape) -> dict[str, str]:
+    """The reason sections after the answer line, by name; any other text there is a :class:`GrammarError`."""
+    heading = _heading(shape)
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        start = heading.match(line)
+        if start:
+            current = sections.setdefault(start.group("name").lower(), [])
+            current.append(line[start.end():])
+        elif current is not None:
+            current.append(line)
+        elif line.strip():
+            raise GrammarError(f"text follows the answer line ({line.strip()[:60]!r}): after the answer come only "
+                               f"its {', '.join(sorted(shape.reasons))} sections")
+    return {name: "\n".join(body).strip() for name, body in sections.items()}
 
 
 def _value(line: str, shape: Shape) -> Any:
@@ -277,12 +231,3 @@ def _value(line: str, shape: Shape) -> Any:
         raise GrammarError(f"the answer line {line.strip()[:80]!r} does not hold just one whole number "
                            f"(a hedge, a range, a qualifier or an unknown word)")
     return int(match.group(1))
-
-
-def _reason(lines: list[str]) -> str:
-    """The text of the justification (or explanation) section, else every section's text."""
-    text = "\n".join(lines).strip()
-    sections = re.split(r"(?im)^[\s*_#>`\-]*(justification|explanation)[\s*_`]*[:\-][ \t]*", text)
-    if len(sections) >= 3:
-        return sections[2].strip()
-    return text

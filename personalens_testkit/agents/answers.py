@@ -1,11 +1,11 @@
 """Judge answers: pydantic models, their JSON schemas, and the parser that reads the judge's one answer.
 
 A backend that can constrain output gets the schema, and its answer is one JSON object. Any
-answer is read by one strict grammar (:mod:`.answer_grammar`): one JSON object, alone or in
-plain words that give no value, or the paper's one label line (``Personalization Score: 3``,
-``VERDICT: True``). The object then holds exactly the schema's keys, with a value of the
-exact type: a score is a JSON integer on the rubric's scale (not ``true``, ``"3"`` or
-``3.0``), a verdict a JSON boolean.
+answer is read by one structural grammar (:mod:`.answer_grammar`): exactly one answer - one JSON
+object, or the paper's one label line (``Personalization Score: 3``, ``VERDICT: True``) - standing
+last, after any reasoning, with reasons that give no value. The object then holds exactly the
+schema's keys, with a value of the exact type: a score is a JSON integer on the rubric's scale (not
+``true``, ``"3"`` or ``3.0``), a verdict a JSON boolean.
 
 Whatever does not yield one valid score raises :class:`JudgeAnswerError` with the raw answer:
 never a guessed, first-found, last-found or default score.
@@ -196,23 +196,27 @@ def parse_answer(raw: str, model: type[A], dimension: str) -> A:
     try:
         found = payload(text, _shape(model, dimension))
     except GrammarError as exc:
-        raise JudgeAnswerError(dimension, raw, str(exc)) from None
+        error = JudgeAnswerError(dimension, raw, str(exc))
+        error.free_text = exc.free_text
+        raise error from None
     return _validated(found, model, dimension, raw)
 
 
 def _shape(model: type[_Answer], dimension: str) -> Shape:
-    """What the grammar reads for ``model``: its key, the names its label may carry, its scale's top."""
+    """What the grammar reads for ``model``: its key, the names its label may carry, its scale's top, its reasons."""
+    reasons = frozenset(SCHEMAS[model]["properties"]) - {model.KEY}
     if model is TaskCompletionAnswer:
-        return Shape(key="verdict", names=frozenset(), top=1, reason_key="explanation")
+        return Shape(key="verdict", names=frozenset(), top=1, reason_key="explanation", reasons=reasons)
     if model is TurnScoresAnswer:
-        return Shape(key="scores", names=frozenset(), top=4, labelled=False)
+        return Shape(key="scores", names=frozenset(), top=4, labelled=False, reasons=reasons)
     if model is PersonalizationAnswer:
         return Shape(key="score", names=frozenset({"personalization", "personalisation"}), top=4,
-                     level_scale="personalization")
+                     level_scale="personalization", reasons=reasons)
     rated = _RATED_WORDS
     word = dimension.replace("_", " ").split()[0].lower() if dimension.strip() else ""
     top = model.TOP if issubclass(model, RatingAnswer) else 5
-    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=top, level_scale=word)
+    return Shape(key="score", names=frozenset({word} if word in rated else rated), top=top, level_scale=word,
+                 reasons=reasons)
 
 
 #: the names a rating's label may carry (``Naturalness Score: 4``): the first word of each rated dimension's name

@@ -28,16 +28,15 @@ import codecs
 import functools
 import json
 import re
-import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from ..llm.base import Message
 from .pattern_needs import fold, prefilter
 from .injection_patterns import (
-    ANSWER_KEYS, BASE64, HIDDEN_WORDS, LEET, LEET_LETTERS, LOOKALIKE, REASON_KEYS, SCORE_LABEL, SPACED,
-    VERDICT_LABEL, ZERO_WIDTH, FLAGS,
+    ANSWER_KEYS, BASE64, HIDDEN_WORDS, LEET, LEET_LETTERS, REASON_KEYS, SCORE_LABEL, SPACED, VERDICT_LABEL, FLAGS,
 )
+from ..textview import seen_through
 
 MARKER = "[removed: text imitating the evaluator's answer format]"
 
@@ -53,45 +52,6 @@ class InjectionFlag:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def seen_through(text: str) -> tuple[str, list[int] | None]:
-    """The text with zero-width characters dropped, compatibility forms folded (full-width digits,
-    ligatures) and look-alike letters made Latin; and, for each character of it, where it came from
-    (None: nowhere else than where it is - plain ASCII text is its own view)."""
-    if text.isascii():
-        return text, None
-    out: list[str] = []
-    origin: list[int] = []
-    done = 0  # ASCII stretches are copied whole; each character outside ASCII is seen through
-    for match in _NON_ASCII.finditer(text):
-        start = match.start()
-        out.append(text[done:start])
-        origin.extend(range(done, start))
-        for i in range(start, match.end()):
-            for folded in _seen(text[i]):
-                out.append(folded)
-                origin.append(i)
-        done = match.end()
-    out.append(text[done:])
-    origin.extend(range(done, len(text)))
-    return "".join(out), origin
-
-
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-
-
-@functools.lru_cache(maxsize=4096)
-def _seen(char: str) -> str:
-    """One character outside ASCII as :func:`seen_through` shows it (nothing, one character or several)."""
-    return _unaccented(unicodedata.normalize("NFKC", char.translate(ZERO_WIDTH)).translate(LOOKALIKE))
-
-
-def _unaccented(text: str) -> str:
-    """A Latin letter with accents piled on it ("ǵŕád́éŕ") as the plain letter, a lone combining accent as nothing;
-    any other character as it is."""
-    bare = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
-    return bare if bare.isascii() else text  # a lone combining accent is dropped
 
 
 def removable_spans(text: str, seen: tuple[str, list[int] | None] | None = None) -> list[tuple[int, int]]:

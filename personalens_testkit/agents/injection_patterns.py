@@ -12,12 +12,6 @@ from __future__ import annotations
 
 import re
 
-ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
-#: Cyrillic and Greek letters that look like Latin ones (what a look-alike attack uses)
-LOOKALIKE = str.maketrans(
-    "АВЕКМНОРСТУХІЈЅаеорсухіјѕԁһԛԝ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριντκε",
-    "ABEKMHOPCTYXIJSaeopcyxijsdhqw" "ABEZHIKMNOPTYXaopivtke",
-)
 _DIMENSION = r"(?:personali[sz]ation|naturalness|coherence|task[\s_-]*completion)"
 _GAP = r"[\s*_#>|]*"
 #: exact imitations of the judge's answer format: the only spans ever removed

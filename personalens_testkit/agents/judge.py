@@ -13,9 +13,9 @@ one after the other (its server answers one request at a time, from the shared p
 from __future__ import annotations
 
 from concurrent.futures import wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -40,6 +40,8 @@ JUDGE_MAX_TOKENS = 4000
 #: the order of a dialogue's judge calls (and of their entries in the call log): every dimension of
 #: :data:`~personalens_testkit.scales.METRICS`, in its order
 JUDGED_ORDER = METRIC_NAMES
+#: what a call's label ends with when the judge is asked again, once, after a free-text answer the grammar refused
+ASKED_AGAIN = " (asked again)"
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -131,7 +133,7 @@ class Judge:
         finally:
             pool.close()
         rank = {label: i for i, label in enumerate(JUDGED_ORDER)}
-        log.records[first:] = sorted(log.records[first:], key=lambda record: rank.get(record.label, len(rank)))
+        log.records[first:] = sorted(log.records[first:], key=lambda record: rank.get(record.label.removesuffix(ASKED_AGAIN), len(rank)))
         return [future.result() for future in futures]
 
     def turn_level(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> list[int]:
@@ -183,8 +185,18 @@ class Judge:
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
             json_schema=schema or SCHEMAS[answer], schema_name=metric.name,
         )
-        response = log.chat(self.model, request, role="judge", label=label or metric.name, turn=turn)
-        return parse_answer(response.text, answer, label or metric.name)
+        label = label or metric.name
+        response = log.chat(self.model, request, role="judge", label=label, turn=turn)
+        try:
+            return parse_answer(response.text, answer, label)
+        except JudgeAnswerError as exc:
+            if not exc.free_text:
+                raise
+            # free text the grammar refused: asked once more, with the refused answer and the format restated
+            again = replace(request, messages=request.messages + (
+                Message("assistant", response.text), Message("user", fill("judge_ask_again", problem=exc.problem))))
+            response = log.chat(self.model, again, role="judge", label=label + ASKED_AGAIN, turn=turn)
+            return parse_answer(response.text, answer, label)
 
 
 def judged_conversation(messages: Sequence[Message]) -> str:

@@ -40,6 +40,8 @@ class Script:
     judge_text: str | None = None
     #: judge calls answered verbatim, by metric name (``personalization``, ``task_completion``, ...)
     judge_texts: dict[str, str] = field(default_factory=dict)
+    #: a judge asked again (its refused answer in the request) answers this, by metric name; else as the first time
+    judge_again: dict[str, str] = field(default_factory=dict)
     #: HTTP status to answer every call with (for error tests); None: 200
     status: int | None = None
     #: whether ``status`` also answers the run's preflight calls (False: a model that dies after the preflight)
@@ -120,6 +122,8 @@ class FakeLLM:
             schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema", {})
             keys = list(schema.get("properties", {}))
             named = (fmt.get("json_schema") or {}).get("name") or _metric_from_prompt(body)
+            if named in script.judge_again and any(m.get("role") == "assistant" for m in body.get("messages", [])):
+                return script.judge_again[named]
             if named in script.judge_texts:
                 return script.judge_texts[named]
             scores = script.scores
