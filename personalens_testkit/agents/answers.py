@@ -202,8 +202,10 @@ def parse_answer(raw: str, model: type[A], dimension: str) -> A:
     return _validated(found, model, dimension, raw)
 
 
+@cache
 def _shape(model: type[_Answer], dimension: str) -> Shape:
-    """What the grammar reads for ``model``: its key, the names its label may carry, its scale's top, its reasons."""
+    """What the grammar reads for ``model``: its key, the names its label may carry, its scale's top, its reasons
+    (made once for each model and dimension)."""
     reasons = frozenset(SCHEMAS[model]["properties"]) - {model.KEY}
     if model is TaskCompletionAnswer:
         return Shape(key="verdict", names=frozenset(), top=1, reason_key="explanation", reasons=reasons)
