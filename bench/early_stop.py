@@ -45,6 +45,7 @@ from gate_noise import (  # noqa: E402
 )
 
 from personalens_testkit.data.loader import open_dataset  # noqa: E402
+from personalens_testkit.gating.verdict import NotRun  # noqa: E402
 from personalens_testkit.data.selection import Selection, select_scenarios  # noqa: E402
 from personalens_testkit.gating.compare import compare_rows  # noqa: E402
 from personalens_testkit.gating.expectations import Expectations, from_rows  # noqa: E402
@@ -92,7 +93,7 @@ def simulate(sample, scenarios, thresholds, case: str, margin: float, seed: int)
                               max_missing=1.0) if base_rows is not None else None  # the rest: not needed
     report = build_report(ran, thresholds, run={}, settings={}, gates_enforced=True, comparison=comparison,
                           expectations=expectations, baseline=base_rows,
-                          not_run=(total - stop, reason, False) if reason else None)
+                          not_run=NotRun(total - stop, reason, needed=False) if reason else None)
     return {"share": stop / total, "early": reason is not None, "outcome": report.verdict.outcome}
 
 

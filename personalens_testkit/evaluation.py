@@ -252,7 +252,10 @@ class Evaluator:
                     evaluation.scoring_calls = len(log.records)
                     if retest_selected(scenario_id_of(evaluation), self.retest_share):
                         evaluation.retest = _judge_again(self.judge, ctx, evaluation, first)
-        except Exception as exc:  # every failure is the case's error, with its cause: never a lost row
+        except KeyboardInterrupt:  # Ctrl-C: the run ends, and is reported interrupted; this case is not run
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every other failure (asyncio.CancelledError, SystemExit, an
+            # exception of a library's own BaseException kind) is the case's error, with its cause: never a lost row
             cassette.discard()
             evaluation.fail(exc, phase)
         finally:

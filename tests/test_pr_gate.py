@@ -347,6 +347,7 @@ def test_promote_refuses_a_tampered_gate_folder(pr: Path):
     git(pr, "merge", "-q", "change")
     folder = pr / "personalens-gate"
     manifest = json.loads((folder / "gate.json").read_text())
+    assert (manifest["finished"], manifest["outcome"], manifest["pytest_status"]) == (True, "failed", 1)
     (folder / "gate.json").write_text(json.dumps({**manifest, "cassette_dir": "suites"}))
     elsewhere = personalens("promote", "personalens-gate", cwd=pr, env=environment())
     assert elsewhere.returncode == 2 and "is not this repository's cassette folder" in elsewhere.stderr

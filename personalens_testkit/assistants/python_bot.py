@@ -1,7 +1,9 @@
 """``kind = "python"``: the bot is a Python callable ``package.module:function``, sync or async.
 
 It is called with the turn contract's request (a dict) and returns the reply string or the
-contract's response dict. An exception it raises is the bot's failure: an error of the case.
+contract's response dict. Whatever it raises - any exception, ``KeyboardInterrupt``,
+``asyncio.CancelledError``, ``SystemExit``, another ``BaseException`` - is the bot's failure: an error
+row of the case, never the run's end.
 
 Each call runs in a thread of its own, bounded by the entry's ``timeout_s`` (and by what is left
 of the scenario's time limit): a callable that
@@ -48,6 +50,13 @@ def load_callable(target: str, search_path: list[Path]) -> Callable[..., Any]:
     return obj
 
 
+class _Raised:
+    """What the bot's callable raised, carried out of its thread as a value (never raised in the run's own)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class PythonAssistant:
     def __init__(self, name: str, entry: PythonEntry, root: Path) -> None:
         self.name = name
@@ -67,11 +76,17 @@ class PythonAssistant:
             return self._reply(turn)
 
     def _call(self, request: dict[str, Any]) -> Any:
-        answer = self._function(request)
-        if inspect.isawaitable(answer):
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            answer = self._loop.run_until_complete(answer)
+        """The bot's answer, or what it raised as :class:`_Raised` - any exception, ``KeyboardInterrupt``,
+        ``asyncio.CancelledError``, ``SystemExit`` and pytest's outcomes included: the call runs in a thread of its own
+        (``call_by_deadline``), where no signal is delivered, so whatever comes out of it is the bot's."""
+        try:
+            answer = self._function(request)
+            if inspect.isawaitable(answer):
+                if self._loop is None:
+                    self._loop = asyncio.new_event_loop()
+                answer = self._loop.run_until_complete(answer)
+        except BaseException as exc:  # noqa: BLE001 - the bot's failure, whatever it is (see above)
+            return _Raised(exc)
         return answer
 
     def _reply(self, turn: AssistantInput) -> AssistantReply:
@@ -86,7 +101,8 @@ class PythonAssistant:
                 raise timed_out(f"{self.entry.callable} did not reply", limit, model=self.name) from None
             raise ModelError(f"{self.entry.callable} did not reply within {exc.seconds:g} s (the call was "
                              "abandoned)", model=self.name) from None
-        except (Exception, SystemExit) as exc:  # a bot calling sys.exit() fails its turn, not the run
+        if isinstance(answer, _Raised):  # a bot calling sys.exit() or raising KeyboardInterrupt fails its turn
+            exc = answer.exc
             raise ModelError(f"{self.entry.callable} raised {type(exc).__name__}: {exc}", model=self.name) from exc
         try:
             return parse_reply(answer, self.entry.max_reply_chars)

@@ -202,7 +202,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         if before is not None and digest(tree) != before:
             raise GateError("the base's files changed while the run read them (something wrote into the trusted "
                             "tree): this run's verdict does not count")
-        _keep(options, settings, scratch, work, changed)
+        _keep(options, settings, scratch, work, changed, status)
         return _exit_status(options, status)
     finally:
         sandbox.end_all()
@@ -248,7 +248,8 @@ def _inside(path: Path, root: Path) -> str | None:
     return None
 
 
-def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path, changed: list[str]) -> None:
+def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path, changed: list[str],
+          status: int) -> None:
     """The rows, the recording (to promote on main: its cassettes and recorded results only, each listed with its
     digest in the manifest) in the gate's folder; the isolation, workflow and changed-file lines in the job
     summary, after the verdict."""
@@ -268,7 +269,9 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
         except OSError as exc:
             raise GateError(f"--out {options.out}: keeping the run's {name} failed ({exc})") from None
     cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
-    manifest = {"finished": True, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
+    # finished: pytest gave a verdict (0 passed, 1 failed); 2 is pytest's "interrupted" (Ctrl-C, a stop)
+    outcome = {0: "passed", 1: "failed", 2: "interrupted"}.get(status, f"no verdict (pytest status {status})")
+    manifest = {"finished": status in (0, 1), "outcome": outcome, "pytest_status": status, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
                 "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said, "files": kept}
     (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

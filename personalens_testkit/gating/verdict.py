@@ -13,7 +13,7 @@ code, the terminal, JUnit, report.json and the HTML:
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, Optional, Sequence
+from typing import Iterable, Literal, NamedTuple, Optional, Sequence
 
 from pydantic import BaseModel, PrivateAttr, computed_field
 
@@ -25,6 +25,17 @@ from .expectations import CaseVerdict, Expectations, row_verdict
 from .thresholds import AggregateGates
 
 BASELINE_DROP = "baseline: a score dropped significantly beyond the margin (see the baseline comparison)"
+
+
+class NotRun(NamedTuple):
+    """Selected cases a run did not start: how many, why, whether they were needed (not needed:
+    ``--stop-when-decided`` decided the verdict without them), and whether the run was interrupted (Ctrl-C, or a
+    stop that is not the testkit's): an interrupted run's verdict is ``interrupted``, never a pass."""
+
+    count: int
+    reason: str
+    needed: bool = True
+    interrupted: bool = False
 
 
 class RunCheck(BaseModel):
@@ -54,6 +65,8 @@ class RunVerdict(BaseModel):
     not_scored: int = 0
     cases: int = 0
     checks: list[RunCheck] = []
+    #: why and where the run was interrupted (how many of the selected cases ran): its outcome is ``interrupted``
+    interrupted: Optional[str] = None
 
     @property
     def passed(self) -> bool:
@@ -61,10 +74,13 @@ class RunVerdict(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def outcome(self) -> Literal["passed", "regressed", "inconclusive"]:
-        """``regressed``: a regression, a gate or a baseline difference shown below its bar; ``inconclusive``: no
-        such thing, but the run could not judge everything (cases not scored, a gate not evaluated) or showed
-        neither way at this n; ``passed``: everything shown at or above its bar."""
+    def outcome(self) -> Literal["passed", "regressed", "inconclusive", "interrupted"]:
+        """``interrupted``: the run did not run all its selected cases because it was interrupted, whatever those
+        it ran showed; ``regressed``: a regression, a gate or a baseline difference shown below its bar;
+        ``inconclusive``: no such thing, but the run could not judge everything (cases not scored, a gate not
+        evaluated) or showed neither way at this n; ``passed``: everything shown at or above its bar."""
+        if self.interrupted:
+            return "interrupted"
         decisive = self.regressions or any(c.outcome == "failed" and not c.inconclusive for c in self.checks)
         if decisive:
             return "regressed"
@@ -85,6 +101,8 @@ class RunVerdict(BaseModel):
             return "passed"
         if self.outcome == "regressed":
             return "REGRESSED"
+        if self.outcome == "interrupted":
+            return "INTERRUPTED, fails the run"
         return "INCONCLUSIVE, fails the run" if self.failures else \
             "inconclusive, does not fail the run (fail_when_inconclusive: false)"
 
@@ -96,6 +114,8 @@ class RunVerdict(BaseModel):
         if self.outcome == "passed" or not reasons:
             return f"{self.outcome} - {self.counts}"
         first = reasons[0]
+        if self.interrupted:
+            return f"interrupted - {self.interrupted}"
         if self.outcome == "regressed" and not self.regressions:
             first = next(c.message for c in self.checks if c.outcome == "failed" and not c.inconclusive)
         more = len(reasons) - 1
@@ -186,10 +206,10 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
 def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: AggregateGates, *,
                 gates_enforced: bool = True, comparison: Comparison | None = None,
                 expectations: Expectations | None = None, problems: Sequence[str] = (),
-                not_run: str | None = None, decided: tuple[str, int] | None = None) -> RunVerdict:
+                not_run: NotRun | None = None) -> RunVerdict:
     """``problems``: what else failed the run (results that could not be kept), each a failed check; ``not_run``:
-    why some selected cases were not run (the run stopped early): the verdict cannot be a pass; ``decided``: the
-    sequential decision that stopped a ``--stop-when-decided`` run, and how many cases it left unneeded."""
+    the selected cases not run - needed (the run stopped early, or was interrupted: the verdict cannot be a pass),
+    or not needed (the sequential decision that stopped a ``--stop-when-decided`` run)."""
     verdicts: dict[str, list[str]] = {}
     for row in rows:
         verdicts.setdefault(row_verdict(row, expectations), []).append(row.case_id)
@@ -217,12 +237,17 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     if comparison is not None:
         checks += _baseline_checks(comparison)
     checks += [RunCheck(name="run files", outcome="failed", message=problem, inconclusive=True) for problem in problems]
-    if not_run:
-        checks.append(RunCheck(name="cases not run", outcome="failed", message=not_run, inconclusive=True))
-    if decided:
-        reason, unneeded = decided
-        checks.append(RunCheck(name="decided early", outcome="failed" if reason.startswith("decided red") else "passed",
-                               message=f"{reason}; {unneeded} case(s) not needed (not run, never counted as passed)"))
+    interrupted = not_run.reason if not_run is not None and not_run.interrupted else None
+    if interrupted:
+        checks.append(RunCheck(name="interrupted", outcome="failed", message=f"interrupted: {interrupted}",
+                               inconclusive=True))
+    elif not_run is not None and not_run.needed and not_run.count:
+        checks.append(RunCheck(name="cases not run", outcome="failed", inconclusive=True,
+                               message=f"{not_run.count} selected case(s) not run: {not_run.reason}"))
+    elif not_run is not None and not not_run.needed:
+        checks.append(RunCheck(name="decided early", outcome="failed" if not_run.reason.startswith("decided red")
+                               else "passed", message=f"{not_run.reason}; {not_run.count} case(s) not needed (not run, "
+                                                      "never counted as passed)"))
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
     undecided = [check.message for check in checks if check.outcome == "skipped" and check.inconclusive]
@@ -231,4 +256,4 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     return RunVerdict(failures=failures, regressions=regressions, expected_failures=verdicts.get("expected failure", []),
                       unexpected_passes=verdicts.get("unexpected pass", []), reply_changed=changed,
                       unconfirmed=verdicts.get("unconfirmed", []), undecided=undecided,
-                      not_scored=not_scored, cases=cases, checks=checks)
+                      not_scored=not_scored, cases=cases, checks=checks, interrupted=interrupted)

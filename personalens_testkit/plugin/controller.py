@@ -65,8 +65,10 @@ class ControllerHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""
+        # pytest's INTERRUPTED without a stop of ours: Ctrl-C, or another plugin's stop - cases were left unrun
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED and self.controller.stopped is None
         try:
-            self.outcome = self.run.finish(stopped=self.controller.stopped)
+            self.outcome = self.run.finish(stopped=self.controller.stopped, interrupted=interrupted)
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -26,7 +26,7 @@ from ..gating.intervals import detectable_drop
 from ..calibration.retest import JudgeRetest
 from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
-from ..gating.verdict import RunVerdict, decide_run, run_verdict
+from ..gating.verdict import NotRun, RunVerdict, decide_run, run_verdict
 from ..results.digest import RowDigest
 from ..results.rows import ResultRow
 from ..results.source import RowSource
@@ -210,7 +210,7 @@ def build_report(
     settings: Mapping[str, Any] | None = None, gates_enforced: bool = True, comparison: Comparison | None = None,
     expectations: Expectations | None = None, problems: Sequence[str] = (),
     calibration: CalibrationReport | None = None, baseline: Sequence[ResultRow] | None = None,
-    retest: JudgeRetest | None = None, not_run: tuple[int, str, bool] | None = None, prices: PriceTable | None = None,
+    retest: JudgeRetest | None = None, not_run: NotRun | None = None, prices: PriceTable | None = None,
     source: RowSource | None = None, tallied: tuple[Ledger, CostLedger] | None = None,
 ) -> RunReport:
     """``baseline``: the base's rows (``--baseline``), whose scores each changed scenario shows beside its own;
@@ -229,13 +229,10 @@ def build_report(
         statuses[row.status] += 1
         if row.status == "error":
             sources[row.error.source if row.error else "setup"] += 1
-    needed = not_run is not None and not_run[2]
-    if not_run and not_run[0]:
-        statuses["not_run" if needed else "not_needed"] = not_run[0]
+    if not_run is not None and not_run.count:
+        statuses["not_run" if not_run.needed else "not_needed"] = not_run.count
     verdict = run_verdict(rows, gates, agg, gates_enforced=gates_enforced, comparison=comparison,
-                          expectations=expectations, problems=problems,
-                          not_run=f"{not_run[0]} selected case(s) not run: {not_run[1]}" if needed and not_run[0]
-                          else None, decided=None if needed or not not_run else (not_run[1], not_run[0]))
+                          expectations=expectations, problems=problems, not_run=not_run)
     if tallied is None:
         tallied = ledger(rows), cost_ledger(rows, prices if prices is not None else load_prices())
     report = RunReport(

@@ -14,7 +14,7 @@ from ..gating.compare import compare_rows
 from ..gating.thresholds import Thresholds
 from ..gating.expectations import Expectations
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
-from ..gating.verdict import RunVerdict
+from ..gating.verdict import NotRun, RunVerdict
 from ..report.model import RunReport, build_report, tally_rows
 from ..report.outputs import FORMATS, in_folder, write_report_files
 from ..results.files import load_rows
@@ -38,7 +38,7 @@ class RunOutcome:
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
                calibration: CalibrationReport | None = None, written: set[bytes] | None = None,
-               not_run: tuple[int, str, bool] | None = None) -> RunOutcome:
+               not_run: NotRun | None = None) -> RunOutcome:
     # one digest a case (the rows read once, one at a time, the ledger and cost added up on the way): the outputs
     # that show whole rows read them again from the file, so the run's memory does not grow with its cases
     prices = load_prices(settings.prices)

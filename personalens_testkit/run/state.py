@@ -152,20 +152,26 @@ class Run:
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 
-    def finish(self, stopped: str | None = None) -> RunOutcome | None:
+    def finish(self, stopped: str | None = None, *, interrupted: bool = False) -> RunOutcome | None:
         """Controller, at the end: the report over every worker's rows, its files, the verdict (``stopped``: why the
-        run stopped early - its cases not started are reported as not run)."""
+        run stopped early - its cases not started are reported as not run; ``interrupted``: the run was interrupted
+        (Ctrl-C, a stop not the testkit's) - its verdict is ``interrupted``, with how many selected cases ran)."""
         if self.writer is None or not self.writer.path.is_file():
             return None
         from .finish import finish_run, settings_snapshot  # the report's machinery: loaded by a controller that ran cases
+        from ..gating.verdict import NotRun
 
         self.writer.close()
         not_run = None
+        ran = self.writer.count - len(self.cases.resumed)
+        selected = len(self.recording.plan.runnable)
+        left = max(0, selected - ran)
         if stopped is not None:
-            ran = self.writer.count - len(self.cases.resumed)
-            left = max(0, len(self.recording.plan.runnable) - ran)
-            not_run = (left, stopped, False) if decision_of(stopped) else (
-                left, f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}", True)
+            not_run = NotRun(left, stopped, needed=False) if decision_of(stopped) else NotRun(
+                left, f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}")
+        elif interrupted:
+            not_run = NotRun(left, f"{ran} of the {selected} selected case(s) ran; finish it with --resume "
+                                   f"{self.writer.path}", interrupted=True)
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info.model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
                           expectations=self.expectations, calibration=self.calibration, written=self.writer.written,
