@@ -143,17 +143,16 @@ def test_a_budget_stops_starting_cases_keeps_every_row_and_resume_finishes(proje
         run(project, fake.url, "-k", "Alarm-task-1").assert_outcomes(passed=1)
     one_case = report(project)["cost"]["total_spent"]
     budget = one_case * 3.5
-    with FakeLLM(Script(terminate_after=1)) as fake:
+    with FakeLLM(Script(terminate_after=1)) as fake:  # one endpoint: a resume adopts only its own endpoint's rows
         stopped = run(project, fake.url, "--max-cost", f"{budget:.8f}")
-    out = stopped.stdout.str()
-    assert stopped.ret != 0 and "STOPPED early: the budget: spent $" in out
-    data = report(project)
-    rows = read_rows(latest_results(project.path))
-    assert len(rows) == len(data["rows"]) < 13 and data["counts"]["not_run"] == 13 - len(rows)
-    assert data["cost"]["total_spent"] <= budget
-    assert data["verdict"]["outcome"] == "inconclusive" and "not run" in data["verdict"]["headline"]
-    results = latest_results(project.path)
-    with FakeLLM(Script(terminate_after=1)) as fake:
+        out = stopped.stdout.str()
+        assert stopped.ret != 0 and "STOPPED early: the budget: spent $" in out
+        data = report(project)
+        rows = read_rows(latest_results(project.path))
+        assert len(rows) == len(data["rows"]) < 13 and data["counts"]["not_run"] == 13 - len(rows)
+        assert data["cost"]["total_spent"] <= budget
+        assert data["verdict"]["outcome"] == "inconclusive" and "not run" in data["verdict"]["headline"]
+        results = latest_results(project.path)
         resumed = run(project, fake.url, "--resume", str(results))
     assert resumed.ret == 0, resumed.stdout.str()[-2000:]
     assert len(read_rows(latest_results(project.path))) == 13

@@ -313,3 +313,112 @@ def test_the_data_identity_follows_the_content_not_the_folder(data_copy, tmp_pat
     catalogue = data_copy / "data" / "task" / "Alarm" / "task.jsonl"
     catalogue.write_text(catalogue.read_text().replace("alarm", "alarn", 1))  # the same size, other content
     assert open_dataset(data_copy).identity != copy
+
+
+# -- the identity is everything that can change a score; a resumed row's verdict is worked out again --------------------
+
+def test_a_resume_refuses_rows_of_another_max_turns_analysis_endpoint_or_bot_entry(pytester, tmp_path):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        results = first_run(pytester, fake, tmp_path)
+        resume = ["--assistant", "botA", "--resume", str(results)]
+        for option, field in ((["--max-turns", "5"], "settings.max_turns"), (["--turn-level"], "settings.turn_level"),
+                              (["--leak-check"], "settings.leak_check")):
+            line = refused(pytester, fake, *option, *resume)
+            assert f"(field {field})" in line, line
+        config = pytester.path / "personalens.toml"  # the same judge spec, served from another endpoint
+        before = config.read_text()
+        config.write_text(before.replace(fake.url, fake.url.replace("127.0.0.1", "localhost"), 1))
+        line = refused(pytester, fake, *resume)
+        assert "(field settings.openai_base_url)" in line and fake.url not in line  # an address is shown as a digest
+        config.write_text(before)
+        assert 'produced by setting max_turns none, this run\'s is "5"' in refused(pytester, fake, "--max-turns", "5",
+                                                                                    *resume)
+        # the same bot name, running another script
+        other = tmp_path / "other"
+        other.mkdir()
+        config.write_text(config.read_text().replace(f'path = ["{tmp_path / "pybots"}"]', f'path = ["{other}"]', 1))
+        (other / "botA.py").write_text(BOT.format(name="someone else"))
+        assert "(field assistant_entry)" in refused(pytester, fake, *resume)
+
+
+def test_a_resume_refuses_rows_of_data_edited_to_the_same_size(pytester, tmp_path, data_copy):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        project(pytester, fake, bots(tmp_path))
+        data = ["--personalens-data", str(data_copy)]
+        result, rows = run_rows(pytester, "--assistant", "botA", *ALARM, *LIVE, *data)
+        assert_rows_are_cases(result, rows) and len(rows) == 4
+        results = Path(next(line.split(" -> ", 1)[1] for line in result.stdout.lines
+                            if " result rows -> " in line and " recorded result rows" not in line))
+        profile = data_copy / "data" / "profile" / "user7" / "profile.json"
+        text = profile.read_text()
+        profile.write_text(text.replace('"', "'", 0).replace("e", "a", 1))  # one letter: the same size, other content
+        assert profile.stat().st_size == len(text.encode())
+        assert "(field data)" in refused(pytester, fake, "--assistant", "botA", *data, "--resume", str(results))
+
+
+def test_a_resumed_rows_status_is_worked_out_from_its_scores_never_read(pytester, tmp_path):
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        results = first_run(pytester, fake, tmp_path)
+        edited = tmp_path / "edited.jsonl"
+        rows = read_rows(results)
+        for row in rows:  # scores below every floor, and "passed" said over them
+            row["scores"].update(personalization=1, task_completion=False)
+            row.update(status="passed", verdict="pass", shortfalls=[])
+        edited.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        result, written = run_rows(pytester, "--assistant", "botA", *ALARM, *LIVE, "--resume", str(edited))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    assert [row["status"] for row in written] == ["failed"] * 4
+    assert all({s["metric"] for s in row["shortfalls"]} == {"task_completion", "personalization"} for row in written)
+    assert "personalens: verdict: REGRESSED" in result.stdout.str()  # a resumed row earns no live-judgement leniency
+
+
+@settings(max_examples=300, deadline=None)
+@given(scores=st.fixed_dictionaries({"task_completion": st.booleans(), "personalization": st.integers(1, 4),
+                                     "naturalness_user": st.integers(1, 5), "naturalness_assistant": st.integers(1, 5),
+                                     "coherence_user": st.integers(1, 5), "coherence_assistant": st.integers(1, 5)}),
+       said=st.sampled_from(["passed", "failed"]), verdict=st.sampled_from(["pass", "regression", "expected failure",
+                                                                           "unexpected pass", None]))
+def test_a_resumed_row_passes_only_when_its_scores_meet_every_floor(scores, said, verdict):
+    from personalens_testkit.gating.expectations import PASS, row_judged_now
+    from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds, shortfalls
+
+    thresholds = load_thresholds(default_thresholds_path())
+    row = ResultRow.model_validate({"scenario_id": "user7-SD-Alarm-task-1", "status": said, "scores": scores,
+                                    "verdict": verdict})
+    judged = row_judged_now(row, thresholds, PASS)
+    below = shortfalls(thresholds.scenario, scores)
+    assert (judged.status == "passed") == (not below and said == "passed")
+    assert judged.verdict == ("pass" if judged.status == "passed" else "regression")
+    assert [s.metric for s in judged.shortfalls] == [s.metric for s in below]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_every_setting_but_the_declared_ones_is_part_of_the_identity(tmp_path_factory, data):
+    """A setting a case's score may depend on changes the rows' identity, named by the setting; one declared not to
+    (paths, progress, parallelism, report options) never does. Generated over the settings table itself."""
+    from personalens_testkit.run.state import Run
+    from personalens_testkit.settings.model import RunSettings
+    from personalens_testkit.settings.table import NOT_IN_IDENTITY, SETTINGS
+
+    name = data.draw(st.sampled_from([s.name for s in SETTINGS]))
+    base = {s.name: s.default for s in SETTINGS}
+    value = data.draw(st.one_of(st.integers(0, 99), st.booleans(), st.text(max_size=12), st.none()).filter(
+        lambda v: json.dumps(v) != json.dumps(base[name])))
+    identity = Run(RunSettings(resolved=base), run_id="r", is_controller=False).cases.identity
+    other = Run(RunSettings(resolved={**base, name: value}), run_id="r", is_controller=False).cases.identity
+    if name in NOT_IN_IDENTITY:
+        assert other == identity
+        return
+    assert identity_difference(other, identity) == f"settings.{name}"
+
+
+def test_a_new_setting_is_part_of_the_identity_unless_declared_not_to_be():
+    from personalens_testkit.run.state import Run
+    from personalens_testkit.settings.model import RunSettings
+    from personalens_testkit.settings.table import NOT_IN_IDENTITY, SETTING
+
+    assert set(NOT_IN_IDENTITY) <= set(SETTING)
+    one = Run(RunSettings(resolved={"a_new_setting": 1}), run_id="r", is_controller=False).cases.identity
+    two = Run(RunSettings(resolved={"a_new_setting": 2}), run_id="r", is_controller=False).cases.identity
+    assert identity_difference(two, one) == "settings.a_new_setting"

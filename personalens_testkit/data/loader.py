@@ -81,8 +81,8 @@ class Dataset:
     @cached_property
     def identity(self) -> str:
         """Which data this is, the same on every machine: the bundled sample or upstream data, and a fingerprint
-        of the task catalogue's content and of the size of every profile's files (their sizes only: a full
-        checkout's 1,500 profiles are not read for it)."""
+        of the content of the task catalogue and of every profile's files (an edit of the same size is another
+        fingerprint; made once a process)."""
         digest = hashlib.sha256()
         try:
             for path in sorted((self.data_dir / "task").glob("*/task.jsonl")):
@@ -92,8 +92,8 @@ class Dataset:
                 if _USER_DIR.match(user.name) and user.is_dir():
                     for name in _PROFILE_FILES:
                         path = Path(user.path) / name
-                        size = path.stat().st_size if path.is_file() else -1
-                        digest.update(f"{user.name}/{name}\0{size}\n".encode())
+                        content = path.read_bytes() if path.is_file() else b""
+                        digest.update(f"{user.name}/{name}\0{len(content) if path.is_file() else -1}\0".encode() + content)
         except OSError as exc:
             raise DataError(self.data_dir, None, f"cannot be read ({exc.strerror or exc})") from None
         return f"{'bundled 50-profile sample' if self.bundled else 'upstream data'} #{digest.hexdigest()[:12]}"

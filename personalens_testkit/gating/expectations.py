@@ -29,9 +29,10 @@ from pydantic import BaseModel
 from ..errors import ConfigError
 from ..files import write_atomically
 from ..replay.store import assistant_dir
-from ..results.rows import ResultRow
+from ..results.rows import ResultRow, ShortfallRow
 from ..scales import METRIC_NAMES
 from .aggregate import REPLY_CHANGED, is_assistant_error
+from .thresholds import Thresholds, shortfalls
 
 FILE_NAME = "expectations.yaml"
 ERROR = "error"
@@ -172,3 +173,18 @@ def row_verdict(row: ResultRow, expectations: Expectations | None) -> CaseVerdic
     source = (row.error.source if row.error else "setup") if row.status == "error" else None
     missed = ([s.metric for s in row.shortfalls] or ["reproduction"]) if row.status == "failed" else []
     return case_verdict(expectation, missed, source, row.error.kind if row.error else None)
+
+
+def row_judged_now(row: ResultRow, thresholds: Thresholds, expectation: Expectation) -> ResultRow:
+    """A scored row of another run (``--resume``) as this run judges it: its shortfalls against ``thresholds``'
+    floors, its status and its verdict against ``expectation``, from its scores alone. What the row says of itself
+    can only make it worse: a row that says failed stays failed (a replay that did not reproduce its recording fails
+    with scores above every floor); one that says passed over a score below a floor fails. Nor does it earn the
+    leniency of a live judgement (``unconfirmed``): whether its judge was called live is the row's own word, so a
+    floor missed by a resumed row is a regression unless the expectations know it."""
+    found = shortfalls(thresholds.scenario, row.scores.model_dump()) if row.scores is not None else []
+    failed = bool(found) or row.status == "failed"
+    missed = [s.metric for s in found] or (["reproduction"] if failed else [])
+    return row.model_copy(update={
+        "status": "failed" if failed else "passed", "shortfalls": [ShortfallRow(**s.as_dict()) for s in found],
+        "expected": str(expectation), "verdict": case_verdict(expectation, missed)})

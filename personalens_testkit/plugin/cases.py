@@ -11,7 +11,6 @@ import pytest
 
 from ..data.models import Scenario, TaskKind, case_id
 from ..errors import PersonalensError
-from ..gating.expectations import PASS, Expectation
 from ..run.state import Run
 from ..secrets import redact
 from .project import MARKER
@@ -50,13 +49,6 @@ def is_case(item: pytest.Item) -> tuple[Scenario, int] | None:
     if not isinstance(scenario, Scenario):
         return None
     return scenario, callspec.params.get("personalens_repeat", 1)
-
-
-def expected_of(run: Run, scenario: Scenario) -> Expectation:
-    """The case's expectation; a whole-run replay checks reproduction, whatever was expected."""
-    if run.expectations is None or run.recording.plan.checks_reproduction:
-        return PASS
-    return run.expectations.of(scenario.scenario_id)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -13,10 +13,10 @@ from ..data.models import Scenario
 from ..errors import PersonalensError
 from ..gating.expectations import case_verdict
 from ..gating.thresholds import ScenarioFloors, shortfalls
-from ..run.state import Run
+from ..run.state import Run, expected_of
 from ..secrets import redact
 from ..transcripts import describe_replay_change, describe_shortfalls
-from .cases import CASE, STATE, CaseRecord, expected_of
+from .cases import CASE, STATE, CaseRecord
 
 if TYPE_CHECKING:  # the dialogue and judging machinery loads with the first case, not with pytest
     from ..evaluation import Evaluation
@@ -90,7 +90,8 @@ def judged_dialogue(scenario: Scenario, personalens_repeat: int, personalens_run
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
         message = redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}")
-        verdict = case_verdict(expected_of(personalens_run, scenario), [], evaluation.error.source, evaluation.error.kind)
+        verdict = case_verdict(expected_of(personalens_run, scenario.scenario_id), [], evaluation.error.source,
+                               evaluation.error.kind)
         record.verdict = verdict
         if verdict == "not scored":  # the benchmark's models failed, not the bot: counted apart
             pytest.skip(f"not scored (infrastructure): {message}")
@@ -119,7 +120,7 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
                 pytest.fail(redact(describe_replay_change(evaluation, changed)), pytrace=False)
             return
         found = record.shortfalls = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
-        expectation = expected_of(personalens_run, evaluation.scenario)
+        expectation = expected_of(personalens_run, evaluation.scenario.scenario_id)
         live = evaluation.judged_live and personalens_run.thresholds.aggregate.live_judged_floors == "report"
         verdict = record.verdict = case_verdict(expectation, [s.metric for s in found], judged_live=live)
         if found:

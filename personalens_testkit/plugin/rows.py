@@ -10,7 +10,8 @@ from typing import Any, Generator
 import pytest
 
 from ..run.controller import case_row
-from .cases import CASE, STATE, expected_of
+from ..run.state import expected_of
+from .cases import CASE, STATE
 
 #: the attribute of a case's report that carries its row: ``{"row": one line of JSON, "error": its error or None,
 #: "scenario_id": ..., "shown": its verdict, else its status}`` (an xdist worker's report travels as JSON)
@@ -37,7 +38,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         run = item.config.stash[STATE]
         verdict = record.verdict or ("pass" if report.passed else "regression")
         row = case_row(run, record.evaluation, status, record.shortfalls,
-                       expected=str(expected_of(run, record.evaluation.scenario)), verdict=verdict)
+                       expected=str(expected_of(run, record.evaluation.scenario.scenario_id)), verdict=verdict)
         setattr(report, ROW, {"row": row.line, "error": row.error, "scenario_id": row.scenario_id, "shown": row.shown})
         if row.stand_in:
             report.outcome, report.longrepr = "failed", "the result row could not be built (see its error)"

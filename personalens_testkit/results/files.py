@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
 from ..files import BoundedReadError, read_xz, reserve, write_atomically, write_bytes_atomically
-from .identity import IDENTITY_FIELDS, identity_difference, identity_value, stated_difference
+from .identity import identity_difference, identity_value, identity_words, stated_difference
 from .rows import ResultRow
 
 
@@ -293,5 +293,5 @@ def _identity_clash(field: str, one: tuple[str, ResultRow], other: tuple[str, Re
         owner = "other rows do" if bare[0] == dressed[0] else f"{dressed[0]}'s do"
         return f"{bare[0]}: rows carry no identity (written by an older testkit), {owner}"
     owner = "other rows" if one[0] == other[0] else f"{other[0]}'s"
-    return (f"{one[0]}: rows were produced by {IDENTITY_FIELDS[field]} {identity_value(one[1].identity, field)}, "
+    return (f"{one[0]}: rows were produced by {identity_words(field)} {identity_value(one[1].identity, field)}, "
             f"{owner} by {identity_value(other[1].identity, field)}")

@@ -3,6 +3,8 @@ stand for its case (``--resume``, ``personalens merge``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +32,14 @@ class RunIdentity(BaseModel):
     floors: str
     #: the testkit's version
     testkit: str
+    #: every setting a case's scores may depend on (all but settings/table.NOT_IN_IDENTITY), by name: its resolved
+    #: value as :func:`kept_value` keeps it (any value but a number or a flag as a digest: an address may hold a token)
+    settings: dict[str, Optional[str]] = {}
+    #: each role's model as it is reached: its spec and a digest of its whole resolved entry (its address included)
+    endpoints: dict[str, str] = {}
+    #: the bot's whole entry in the assistant catalogue, as a digest (its URL, command, callable, environment...);
+    #: empty for the built-in reference assistant
+    assistant_entry: str = ""
 
 
 #: How a one-line message names each field of an identity, in the order they are compared.
@@ -37,15 +47,41 @@ IDENTITY_FIELDS: dict[str, str] = {
     "assistant": "assistant", "assistant_kind": "assistant kind", "assistant_model": "assistant model",
     "assistant_prompt": "prompt variant", "assistant_context": "assistant context", "user_model": "user-agent model",
     "judge_model": "judge model", "data": "data", "floors": "per-scenario floors", "testkit": "testkit version",
+    "settings": "setting", "endpoints": "the endpoint of", "assistant_entry": "the bot's entry",
 }
 
 
+def digest(value: Any) -> str:
+    """A value an identity keeps without showing it: ``#`` and 12 hex digits of the SHA-256 of its JSON."""
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return "#" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def kept_value(value: Any) -> str | None:
+    """How an identity keeps a setting's value: None as None, a number or a flag as its JSON (``5``, ``true``: 1 and
+    true stay apart), anything else as its digest."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return None if value is None else json.dumps(value)
+    return digest(value)
+
+
 def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) -> str | None:
-    """The first field (of :data:`IDENTITY_FIELDS`) in which two identities differ; ``identity`` when one of
-    them is missing; None when they are equal (or both missing: nothing to tell them apart)."""
+    """The first field (of :data:`IDENTITY_FIELDS`) in which two identities differ - ``settings.max_turns``, for
+    a field that holds several; ``identity`` when one of them is missing; None when they are equal (or both
+    missing: nothing to tell them apart)."""
     if theirs is None or ours is None:
         return None if theirs is ours else "identity"
-    return next((name for name in IDENTITY_FIELDS if getattr(theirs, name) != getattr(ours, name)), None)
+    for name in IDENTITY_FIELDS:
+        one, other = getattr(theirs, name), getattr(ours, name)
+        if one == other:
+            continue
+        if isinstance(one, dict):
+            return f"{name}.{next(key for key in [*other, *one] if one.get(key, _NONE) != other.get(key, _NONE))}"
+        return name
+    return None
+
+
+_NONE = object()
 
 
 #: the set-up fields a row states at its top level (rows of older testkits have nothing else to compare)
@@ -58,7 +94,16 @@ def stated_difference(one: Any, other: Any) -> str | None:
     return next((name for name in STATED_FIELDS if getattr(one, name) != getattr(other, name)), None)
 
 
+def identity_words(field: str) -> str:
+    """How a message names a field (``settings.max_turns``: ``setting max_turns``)."""
+    name, _, key = field.partition(".")
+    return f"{IDENTITY_FIELDS[name]} {key}" if key else IDENTITY_FIELDS[name]
+
+
 def identity_value(identity: RunIdentity | None, field: str) -> str:
-    """A field of an identity as a message quotes it."""
-    value = None if identity is None else getattr(identity, field, None)
+    """A field of an identity (``settings.max_turns``: one of a field's entries) as a message quotes it."""
+    name, _, key = field.partition(".")
+    value = None if identity is None else getattr(identity, name, None)
+    if key:
+        value = value.get(key, "not set") if isinstance(value, dict) else None
     return "none" if value in (None, "") else f'"{value}"'

@@ -11,7 +11,7 @@ from ..data.models import Scenario, case_id
 from ..data.selection import select_scenarios
 from ..errors import UsageError
 from ..results.files import canonical_case, load_rows
-from ..results.identity import IDENTITY_FIELDS, RunIdentity, identity_difference, identity_value
+from ..results.identity import RunIdentity, identity_difference, identity_value, identity_words
 from ..results.rows import ResultRow
 from ..settings import RunSettings
 
@@ -104,6 +104,6 @@ def _mismatch(row: ResultRow, field: str, ours: RunIdentity, count: int, total: 
     rows = "the scored rows" if count == total else f"{count} of the {total} scored rows"
     if field == "identity":
         return f"{rows} carry no identity (written by an older testkit): nothing says this run's set-up produced them"
-    words = IDENTITY_FIELDS[field]
+    words = identity_words(field)
     return (f"{rows} were produced by {words} {identity_value(row.identity, field)}, this run's is "
             f"{identity_value(ours, field)}")

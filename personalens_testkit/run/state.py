@@ -14,14 +14,14 @@ from .. import __version__
 from ..data.loader import Dataset
 from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
-from ..gating.expectations import Expectations, load_expectations, location
+from ..gating.expectations import PASS, Expectation, Expectations, load_expectations, location, row_judged_now
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..llm.registry import describe, resolve
 from ..results.files import ResultsWriter
-from ..results.identity import RunIdentity
+from ..results.identity import RunIdentity, digest, kept_value
 from ..results.rows import RunInfo
 from ..settings import RunSettings
-from ..settings.table import MODEL_SETTING, SETTING
+from ..settings.table import MODEL_SETTING, NOT_IN_IDENTITY, SETTING
 from .assistant import AssistantUnderTest
 from .cases import RunCases
 from .models import ModelPool
@@ -43,6 +43,7 @@ def run_identity(settings: RunSettings, assistant: AssistantUnderTest, dataset: 
     """What produces a run's rows: the one thing a --resume file's rows must share with it."""
     s, spec = settings, settings.model_specs().get("assistant")
     floors = thresholds.scenario.model_dump()
+    entry = s.assistants.entries.get(s.assistant)  # None: the built-in reference assistant
     return RunIdentity(
         assistant=s.assistant, assistant_kind=assistant.kind,
         assistant_model=resolve(spec, s.models).spec() if spec else None, assistant_prompt=assistant.prompt_variant,
@@ -51,7 +52,24 @@ def run_identity(settings: RunSettings, assistant: AssistantUnderTest, dataset: 
         floors=", ".join(name if value is True else f"{name}>={value}" for name, value in floors.items()
                          if value not in (None, False)) or "none",
         testkit=__version__,
+        settings={name: kept_value(value) for name, value in s.resolved.items() if name not in NOT_IN_IDENTITY},
+        endpoints={role: _endpoint(resolve(model, s.models), s) for role, model in sorted(s.model_specs().items())},
+        assistant_entry=digest(entry.model_dump(mode="json")) if entry is not None else "",
     )
+
+
+def expected_of(run: Run, scenario_id: str) -> Expectation:
+    """A case's expectation; a whole-run replay checks reproduction, whatever was expected."""
+    if run.expectations is None or run.recording.plan.checks_reproduction:
+        return PASS
+    return run.expectations.of(scenario_id)
+
+
+def _endpoint(entry: Any, settings: RunSettings) -> str:
+    """A role's model as the identity keeps it: its spec, and a digest of its whole entry (its address, a named
+    entry's URL included) - of the embedded server's model and context for a local one."""
+    local = {"model": settings.local.alias(), "n_ctx": settings.local.n_ctx} if entry.kind == "local" else None
+    return f"{entry.spec()} {digest({'entry': entry.model_dump(mode='json'), 'local': local})}"
 
 
 class Run:
@@ -134,10 +152,11 @@ class Run:
         return f"{flag} {spec}" + (f" ({s.model_sources[spec]})" if spec in s.model_sources else "")
 
     def carry_resumed_rows(self) -> int:
-        """Controller, before any case: the resumed rows open this run's results, so it holds the whole run."""
+        """Controller, before any case: the resumed rows open this run's results, so it holds the whole run - each
+        row's status and verdict worked out again from its scores (``row_judged_now``), never read."""
         if self.writer is not None:
             for row in self.cases.resumed:
-                self.writer.write(row)
+                self.writer.write(row_judged_now(row, self.thresholds, expected_of(self, row.scenario_id)))
         return len(self.cases.resumed)
 
     @cached_property

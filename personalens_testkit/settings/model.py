@@ -101,6 +101,8 @@ class RunSettings:
     isolate_bot: bool = False
     #: the gate's sandbox file: a bot's processes run under its user id and environment (None: as this process)
     bot_sandbox: Optional[Path] = None
+    #: every setting of the table by name, its value as resolved (what the rows' identity is made from)
+    resolved: Mapping[str, Any] = field(default_factory=dict)
 
     def model_specs(self) -> dict[str, str]:
         """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""

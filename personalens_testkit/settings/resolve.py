@@ -27,7 +27,7 @@ from ..replay.modes import check_record_mode
 from .model import RunSettings
 from .presets import preset_values
 from .project import ProjectConfig, load_project_config
-from .table import MODEL_SETTING, SETTING
+from .table import MODEL_SETTING, SETTING, SETTINGS
 
 
 class _Values:
@@ -79,6 +79,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     specs = _model_specs(values, config, catalogue)
     retries = values["retries"]
     return RunSettings(
+        resolved={setting.name: values[setting.name] for setting in SETTINGS},
         selection=_selection(values), data_path=values.path("personalens_data"), max_turns=values["max_turns"],
         assistant=assistant, assistant_model=specs["assistant_model"],
         assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),

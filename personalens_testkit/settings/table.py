@@ -242,6 +242,35 @@ SETTINGS: tuple[Setting, ...] = (
             "list", flag=None, default=()),
 )
 SETTING = {s.name: s for s in SETTINGS}
+#: the settings a case's scores do not depend on, and why: every other setting's resolved value is part of the identity
+#: of the rows a run writes (results/identity.py), so a ``--resume`` adopts no row another value produced - and a new
+#: setting is part of it unless it is named here
+NOT_IN_IDENTITY: dict[str, str] = {
+    "personalens_data": "the data is in the identity by its content, wherever it is",
+    "sample": "which cases run", "profiles": "which cases run", "domains": "which cases run",
+    "task_kind": "which cases run", "repeat": "which tries run", "shard": "which cases run",
+    "preset": "its values are the other settings'",
+    "assistant": "in the identity resolved", "assistant_model": "in the identity resolved",
+    "assistant_context": "in the identity resolved", "assistant_prompt": "in the identity resolved",
+    "user_model": "in the identity resolved", "judge_model": "in the identity resolved",
+    "thresholds": "its per-scenario floors are in the identity; its other gates judge the run, not a case",
+    "bot_root": "where the same bot's files are", "isolate_bot": "in which process the same bot runs",
+    "bot_sandbox": "under which user the same bot runs",
+    "judge_calibration": "a check before the run", "require_calibrated_judge": "a check before the run",
+    "openai_api_key_env": "the name of a key", "secret_env": "what is redacted",
+    "results_dir": "where files go", "cassette_dir": "where recordings are kept", "expectations": "a case's verdict",
+    "record_mode": "whether calls are replayed or made", "rejudge": "whether judge calls are replayed or made",
+    "completion_counting": "how the report counts, not a case's scores",
+    "baseline": "what the run is compared with", "baseline_margin": "what the run is compared with",
+    "judge_retest": "a second judgement beside a case's, never its score",
+    "resume": "the file resumed", "resume_mismatch": "what a resume does with other rows",
+    "retries": "whether a case errs, not its scores", "retry_initial_s": "whether a case errs, not its scores",
+    "retry_max_s": "whether a case errs, not its scores", "scenario_timeout": "whether a case errs, not its scores",
+    "concurrency": "parallelism", "max_rps": "parallelism", "max_concurrency": "parallelism",
+    "stop_after_errors": "when the run stops", "max_cost": "when the run stops",
+    "stop_when_decided": "when the run stops", "order_seed": "in which order cases run",
+    **{form.setting: "a report file" for form in FORMATS},
+}
 #: the options of the pytest plugin, by their destination name
 OPTION_NAMES = tuple(s.name for s in SETTINGS if s.option)
 
