@@ -95,15 +95,18 @@ def profile_numbers(dataset: Dataset, selection: Selection) -> list[int]:
 
 
 def select_scenarios(dataset: Dataset, selection: Selection) -> list[Scenario]:
-    """Scenarios in a stable order: by profile number, then the order of the user's task files."""
+    """Scenarios in a stable order: by profile number, then the order of the user's task files. Every file the
+    selected scenarios read - each chosen user's task files and profile, the task catalogue - is read and checked
+    here, before any case (``--collect-only`` included): a bad one is one :class:`DataError` naming the file, the
+    line or field, and what is expected, never a case that fails or a line skipped."""
     kinds = selection.kinds()
     domains = set(selection.domains) if selection.domains else None
     chosen = []
     for number in profile_numbers(dataset, selection):
-        for scenario in dataset.scenarios_for(number):
-            if scenario.kind not in kinds:
-                continue
-            if domains is not None and not set(scenario.domains) <= domains:
-                continue
-            chosen.append(scenario)
+        found = [scenario for scenario in dataset.scenarios_for(number) if scenario.kind in kinds
+                 and (domains is None or set(scenario.domains) <= domains)]
+        if found:
+            dataset.profile(found[0].user_id)
+        chosen += found
+    dataset.catalogue()
     return chosen

@@ -63,13 +63,19 @@ def cassette_path(cassette_dir: Path, assistant: str, scenario_id: str, *, judge
 
 def recorded_cases(folder: Path) -> frozenset[str]:
     """The case ids with a cassette in ``folder``, from one listing of it (not a file check per case: a run
-    plans 4,096 cases or 122,133)."""
+    plans 4,096 cases or 122,133). A cassette's name on something that is not a file (a folder, a broken link)
+    is a :class:`CassetteError` naming it: never a case silently without its cassette."""
     try:
         with os.scandir(folder) as entries:
-            return frozenset(entry.name[: -len(SUFFIX)] for entry in entries
-                             if entry.name.endswith(SUFFIX) and entry.is_file())
+            named = [entry for entry in entries if entry.name.endswith(SUFFIX)]
     except OSError:  # no folder yet (nothing recorded), or one that cannot be read: nothing to replay from it
         return frozenset()
+    for entry in named:
+        if not entry.is_file():
+            what = "a folder" if entry.is_dir() else "a link to nothing" if entry.is_symlink() else "not a file"
+            raise CassetteError(Path(entry.path), f"is {what}: a cassette is a file (record it again with "
+                                                  "--record-mode all, or remove it)")
+    return frozenset(entry.name[: -len(SUFFIX)] for entry in named)
 
 
 def _default(value: Any) -> Any:
