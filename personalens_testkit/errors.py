@@ -23,8 +23,10 @@ never reach a user: ``TimeLimit`` (timebox: a bounded call ran out of time; its 
 a ModelError or DeadlineReached instead), ``GrammarError`` (agents.answer_grammar: a judge's
 answer outside the grammar; raised as JudgeAnswerError), ``BoundedReadError`` (files.read_xz: an xz
 file refused - empty, not xz, truncated, too large; raised as CassetteError, or UsageError for a results
-file), ``AnswerTooLarge`` and ``EncodedAnswer`` (llm.deadlines: a model's answer past its byte budget on the
-wire, or sent compressed; raised as ModelError) and ``KnownFailure`` (plugin: never raised at all - the xfail marker of a case expected
+file), ``AnswerTooLarge`` and ``RefusedAnswer`` (llm.deadlines: a model's answer past its byte budget on the
+wire, or refused from its head - sent compressed, a head too large; raised as ModelError), ``UntrustedJsonError``
+(untrusted_json: JSON with more values than its bound, or a key given twice; raised as ModelError,
+ContractError or CassetteError) and ``KnownFailure`` (plugin: never raised at all - the xfail marker of a case expected
 to fail names it, so only an explicit xfail of a known failure makes the case xfail).
 """
 

@@ -157,3 +157,12 @@ def test_injection_corpus_bench_prints_the_flags_cost():
 def test_gate_isolation_bench_small():
     out = bench("bench/gate_isolation.py", "--repeat", "2", "--bot-processes", "2")
     assert "0 false alarms in 2 runs" in out and "36 tried, 0 succeeded" in out
+
+
+def test_bounds_bench_small():
+    out = bench("bench/bounds.py", "--scale", "0.05", "--bomb-mib", "64")
+    assert re.search(r"cassette, 1,000,000 tiny interactions .*: refused: CassetteError: .*MAX_CASSETTE_VALUES.*peak RSS \d+ MB",
+                     out), out
+    assert re.search(r"within the value bound\) .*: read: [\d,]+ interactions; peak RSS \d+ MB", out), out
+    assert re.search(r"answer, \"content\" given twice .*: refused: .*given twice", out), out
+    assert re.search(r"gzip of 64 MiB: refused: HeadTooLarge", out), out

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from personalens_testkit.llm.json_body import _written_alike, body, dumps, loads
+from personalens_testkit.llm.json_body import _written_alike, body, dumps
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.llm.base import ChatRequest, Message
 
@@ -131,37 +131,3 @@ def test_the_client_sends_the_body_json_dumps_would_make():
                                   temperature=0.0, max_tokens=50, purpose="judge"))
     assert len(sent) == 4
     assert all(body == plain(payload) for body, payload in sent)
-
-
-def _read(read, data):
-    try:
-        return repr(read(data))  # repr: 1 is not 1.0 nor True, nan is nan
-    except (ValueError, RecursionError) as exc:
-        return type(exc)
-
-
-@settings(max_examples=400, deadline=None)
-@given(JSON, st.integers(0, 2 ** 16), st.binary(max_size=3), st.sampled_from(["utf-8", "utf-16", "str"]))
-def test_an_answer_reads_as_json_loads_reads_it_or_fails_alike(value, where, spliced, form):
-    text = json.dumps(value, ensure_ascii=False)
-    data = text if form == "str" else text.encode(form, "surrogatepass")
-    assert _read(loads, data) == _read(json.loads, data)
-    if form == "str":
-        return
-    damaged = bytearray(data)  # a few bytes changed anywhere
-    at = where % (len(damaged) + 1)
-    damaged[at:at + len(spliced)] = spliced
-    assert _read(loads, bytes(damaged)) == _read(json.loads, bytes(damaged))
-
-
-@pytest.mark.parametrize("data", [b'"\\ud800"', b'{"a": NaN, "b": -Infinity}', b"1" * 4301, b"1" * 4300, b"[" * 3000,
-                                  b'\xef\xbb\xbf{}', b'{"a": "\x01"}', b'{"a": 1, "b": 2, "a": 3}', b"", b"1e999", b"-0",
-                                  b"1.7976931348623159e308", b"2.4703282292062328e-324", b"9007199254740993.0",
-                                  b"1.00000000000000011102230246251565404236316680908203125", b"1E+2"])
-def test_an_answer_json_reads_apart_is_read_alike(data):
-    assert _read(loads, data) == _read(json.loads, data)
-
-
-def test_an_answer_given_as_text_holding_a_lone_surrogate_is_read_as_json_reads_it():
-    text = '{"choices": [{"message": {"content": "ok"}}], "id": "\ud800"}'
-    assert _read(loads, text) == _read(json.loads, text)

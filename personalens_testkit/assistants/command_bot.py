@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from .. import timebox
+from .. import timebox, untrusted_json
 from ..errors import ContractError, ModelError
 from ..llm.timeouts import timed_out
 from ..llm.entries import expand_env
+from ..untrusted_json import MAX_ANSWER_VALUES
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
 from .kinds.command import CommandEntry
@@ -203,7 +204,10 @@ class CommandAssistant:
                 raise ContractError(f"the bot wrote a line that is not UTF-8 (byte 0x{item[exc.start]:02x} at "
                                     f"position {exc.start}): {_shown_line(item)}", model=self.name) from None
             try:
-                answer = json.loads(text)
+                answer = untrusted_json.loads(text, max_values=MAX_ANSWER_VALUES)
+            except untrusted_json.UntrustedJsonError as exc:
+                raise ContractError(f"the bot wrote an answer that cannot be read one way: {exc}: {_shown_line(item)}",
+                                    model=self.name) from None
             except ValueError:
                 answer = None
             if not isinstance(answer, dict):

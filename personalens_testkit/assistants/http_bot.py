@@ -8,16 +8,17 @@ Content-Type names. ``timeout_s`` bounds a reply as a whole, from connecting to 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 
+from .. import untrusted_json
 from ..errors import ContractError, ModelError
 from ..llm.deadlines import bounded_client, http_failure
 from ..llm.entries import expand_env
 from ..llm.openai_compat import RETRYABLE_STATUS
 from ..timebox import deadline
+from ..untrusted_json import MAX_ANSWER_VALUES
 from .base import AssistantInput, AssistantReply
 from .contract import max_reply_bytes, parse_reply, request_payload
 from .kinds.http import HttpEntry
@@ -48,9 +49,11 @@ class HttpAssistant:
             raise ModelError(f"HTTP {status} from {url}: {_excerpt(body.decode('utf-8', 'replace'))}", model=self.name,
                              retryable=status in RETRYABLE_STATUS)
         try:
-            return parse_reply(json.loads(_decoded(body, charset)), self.entry.max_reply_chars)
+            return parse_reply(untrusted_json.loads(_decoded(body, charset), max_values=MAX_ANSWER_VALUES),
+                               self.entry.max_reply_chars)
         except (ValueError, ContractError) as exc:
-            problem = exc if isinstance(exc, ContractError) else f"not JSON: {_excerpt(body.decode('utf-8', 'replace'))}"
+            problem = exc if isinstance(exc, (ContractError, untrusted_json.UntrustedJsonError)) else \
+                f"not JSON: {_excerpt(body.decode('utf-8', 'replace'))}"
             raise ContractError(f"the answer from {url} breaks the turn contract: {problem}", model=self.name) from None
 
     def _read(self, response: httpx.Response) -> bytes:

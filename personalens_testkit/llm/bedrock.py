@@ -249,6 +249,9 @@ class BedrockChat:
         except (KeyError, TypeError) as exc:
             raise ModelError(f"malformed Converse answer: {str(response)[:300]}", model=self.spec) from exc
         tool_inputs = [block["toolUse"]["input"] for block in content if "toolUse" in block]
+        if len(tool_inputs) > 1:  # one was asked for: which of several is the answer is not said
+            raise ModelError(f"ambiguous Converse answer: {len(tool_inputs)} tool inputs where one was asked for",
+                             model=self.spec, retryable=True)
         text = json.dumps(tool_inputs[0]) if tool_inputs else "".join(block.get("text", "") for block in content)
         usage = response.get("usage", {})
         return ChatResponse(

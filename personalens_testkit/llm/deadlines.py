@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import re
 import ssl
 from typing import Any, Iterator
 
@@ -74,19 +73,44 @@ def _wait(timeout: float | None, error: type[Exception]) -> float | None:
     return left
 
 
-class EncodedAnswer(httpcore.ReadError):
+class RefusedAnswer(httpcore.ReadError):
+    """An answer refused from its head, before its body is read (turned into a ModelError by :func:`http_failure`)."""
+
+
+class EncodedAnswer(RefusedAnswer):
     """An answer sent compressed though the request asked for none: decoded, a few KB can become gigabytes."""
 
 
-#: a response head's Content-Encoding other than identity (every request of ours asks for identity)
-_ENCODED = re.compile(rb"(?im)^content-encoding[ \t]*:[ \t]*(?!identity[ \t]*\r?$)([^\r\n]+)")
-#: the most bytes of a response head that are looked at
-_HEAD_BYTES = 64 * 1024
+class HeadTooLarge(RefusedAnswer):
+    """An answer whose head (status line and fields) is larger than :data:`MAX_HEAD_BYTES`: never read past unchecked."""
+
+
+#: the most bytes a response head may take (status line and fields together; httpcore's own limit is 100 KiB)
+MAX_HEAD_BYTES = 64 * 1024
+
+
+def content_codings(head: bytes) -> list[str]:
+    """The content codings a response head declares other than ``identity``: every item of every Content-Encoding
+    field (a field continued on the next line - obsolete line folding - read as one), lower-cased."""
+    fields: list[bytes] = []
+    for line in head.split(b"\n")[1:]:  # the status line is not a field
+        line = line.rstrip(b"\r")
+        if line[:1] in (b" ", b"\t") and fields:
+            fields[-1] += b" " + line.strip()
+        else:
+            fields.append(line)
+    codings = []
+    for field in fields:
+        name, colon, value = field.partition(b":")
+        if colon and name.strip().lower() == b"content-encoding":
+            codings += [item.strip().lower().decode("latin-1") for item in value.split(b",")]
+    return [coding for coding in codings if coding not in ("", "identity")]
 
 
 class _BoundedStream(httpcore.NetworkStream):
     """A connection whose every read, write and TLS handshake waits no longer than the deadlines allow, and whose
-    answers are refused if they come compressed (their size on the wire would say nothing of their size)."""
+    answers are refused if they come compressed (their size on the wire would say nothing of their size) or with a
+    head too large to check."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
@@ -101,20 +125,21 @@ class _BoundedStream(httpcore.NetworkStream):
 
     def _look_at_head(self, data: bytes) -> None:
         assert self._head is not None
+        searched = max(0, len(self._head) - 3)  # the end of a head may straddle two reads
         self._head += data
         while self._head is not None:
-            end = self._head.find(b"\r\n\r\n")
+            end = self._head.find(b"\r\n\r\n", searched)
+            if (len(self._head) if end == -1 else end) > MAX_HEAD_BYTES:  # however many reads it came in
+                raise HeadTooLarge(f"the answer's head is larger than {MAX_HEAD_BYTES:,} bytes (MAX_HEAD_BYTES)")
             if end == -1:
-                if len(self._head) > _HEAD_BYTES:
-                    self._head = None
                 return
             head, rest = bytes(self._head[:end]), self._head[end + 4:]
-            encoded = _ENCODED.search(head)
+            encoded = content_codings(head)
             if encoded:
                 raise EncodedAnswer(f"the answer came compressed (Content-Encoding: "
-                                    f"{encoded.group(1).decode('latin-1').strip()[:40]}) though none was asked for")
+                                    f"{', '.join(encoded)[:40]}) though none was asked for")
             # an interim answer (100 Continue) is followed by the real head
-            self._head = bytearray(rest) if head[9:10] == b"1" else None
+            self._head, searched = (bytearray(rest) if head[9:10] == b"1" else None), 0
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._head = bytearray()  # a request: its answer's head comes next
@@ -186,14 +211,27 @@ def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = 
     return client
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes (``exc`` itself included), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def http_failure(exc: httpx.TransportError, *, what: str, url: str, model: str,
                  retry_timeouts: bool = True) -> ModelError:
     """An httpx transport error as a (retryable) ModelError: a time-out names the limit it met (retried unless
     ``retry_timeouts`` is off: a bot's time limit is its last word); anything else (a refused or dropped
     connection) says the URL cannot be reached."""
-    if "though none was asked for" in str(exc):
-        return ModelError(f"{what.removeprefix('no ')} refused: {exc}", model=model)
-    if isinstance(exc.__cause__ or exc.__context__, AnswerTooLarge) or "larger than its byte budget" in str(exc):
+    refused = _caused_by(exc, RefusedAnswer)
+    if refused is not None:
+        return ModelError(f"{what.removeprefix('no ')} refused: {refused}", model=model)
+    if _caused_by(exc, AnswerTooLarge) is not None:
         return ModelError(f"{what.removeprefix('no ')} larger than {MAX_ANSWER_BYTES:,} bytes: given up as it came",
                           model=model)
     if isinstance(exc, httpx.TimeoutException):

@@ -14,7 +14,9 @@ from typing import Any, Callable, Literal
 import httpx
 
 from ..errors import ModelError
+from .. import untrusted_json
 from ..timebox import deadline
+from ..untrusted_json import MAX_ANSWER_VALUES
 from . import json_body
 from .base import AnswerSource, ChatRequest, ChatResponse, token_count
 from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
@@ -135,13 +137,18 @@ class OpenAICompatibleChat:
 
     def _parse(self, content: bytes | str) -> ChatResponse:
         try:
-            data = json_body.loads(content)
+            data = untrusted_json.loads(content, max_values=MAX_ANSWER_VALUES)
+            if len(data["choices"]) > 1:  # one was asked for: which of several is the answer is not said
+                raise untrusted_json.UntrustedJsonError(f"{len(data['choices'])} choices where one was asked for")
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
             usage = data.get("usage") or {}
             if not isinstance(text, str):
                 raise TypeError(f"the message content is {type(text).__name__}, not text")
             text.encode("utf-8")  # a lone surrogate (a "\\ud800" escape) is not text: never pass it on
+        except untrusted_json.UntrustedJsonError as exc:
+            raise ModelError(f"ambiguous or oversized answer from {self.base_url}: {exc}", model=self.spec,
+                             retryable=True) from exc
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(
                 f"malformed answer from {self.base_url} ({type(exc).__name__}): {_text(content)[:300]!r}",

@@ -8,7 +8,8 @@ The serializer keeps bodies that are not UTF-8 as base64 (``{"base64": ...}``), 
 bytes round-trip. xz sees the whole file: a dialogue's growing prompts repeat each other,
 which lzma compresses about ten times better than gzip's 32 KiB window.
 
-A cassette is read a chunk at a time and decompressed no further than ``MAX_CASSETTE_BYTES``;
+A cassette is read a chunk at a time and decompressed no further than ``MAX_CASSETTE_BYTES``, and parsed
+only if it holds at most ``MAX_CASSETTE_VALUES`` JSON values (:mod:`~personalens_testkit.untrusted_json`);
 one that cannot be replayed - not xz, truncated, empty, not UTF-8 JSON, not a cassette of ours,
 too large - is a :class:`~personalens_testkit.errors.CassetteError` naming the file and what is
 wrong with it (a missing file is no error: the scenario has no cassette).
@@ -30,6 +31,7 @@ from pydantic_core import from_json
 
 from ..errors import CassetteError, dotted
 from ..files import BoundedReadError, read_xz, write_bytes_atomically
+from ..untrusted_json import UntrustedJsonError, check_values
 
 SUFFIX = ".json.xz"
 #: The most a cassette may decompress to. The largest recorded here is 0.85 MB (a 30-turn multi-domain
@@ -37,6 +39,10 @@ SUFFIX = ".json.xz"
 #: makes about 40 MB: the cap is six times that, and bounds what a cassette (an xz bomb: a few KB that
 #: decompress to gigabytes) can take in memory.
 MAX_CASSETTE_BYTES = 256 << 20
+#: The most JSON values (keys included) a cassette may hold: memory follows values, not bytes (``{}`` is 2 bytes
+#: of text and 64 of memory; a million tiny interactions under the byte cap took 1.7 GB). The recorded ones hold
+#: one value in 56 bytes (25,000 in the largest); at that rate the 40 MB worst case above holds 700,000.
+MAX_CASSETTE_VALUES = 2_000_000
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
 
 
@@ -151,6 +157,10 @@ class XzPersister:
         except BoundedReadError as exc:
             limit = " (MAX_CASSETTE_BYTES, the most a cassette may hold)" if exc.too_large else ""
             raise CassetteError(path, f"{exc}{limit}") from None
+        try:
+            check_values(data, MAX_CASSETTE_VALUES)
+        except UntrustedJsonError as exc:
+            raise CassetteError(path, f"{exc} (MAX_CASSETTE_VALUES, the most a cassette may hold)") from None
         cassette = _read_fast(data) if serializer is JsonBytesSerializer else _MISSING
         if cassette is _MISSING:  # the serializer's own reading, which says why a file cannot be read
             try:

@@ -67,6 +67,8 @@ class Script:
     #: a judge that reads the dialogue: called with the judge request's text, it returns the scores that
     #: differ from ``scores`` for that dialogue (a rubric in miniature, for tests of what a bot change does)
     judge_rule: Optional[Callable[[str], dict[str, Any]]] = None
+    #: fields added to the head of every answer (a gateway's: ``("Content-Encoding", "identity")``)
+    extra_headers: tuple[tuple[str, str], ...] = ()
 
 
 class FakeLLM:
@@ -242,6 +244,8 @@ class FakeLLM:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for name, value in fake.script.extra_headers:
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
