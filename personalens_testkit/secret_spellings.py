@@ -1,14 +1,22 @@
-"""How a secret can be spelled in a file beyond its plain forms (:mod:`.secrets` holds those): in base64, at any
-offset (:func:`base64_cores`), and character by character with escapes - ``\\u0073k-...``, ``%73k-...``,
-``\\x73k-...``, HTML's ``&#115;``, in any mix (:func:`spelled`, :func:`respelled`)."""
+"""How a secret can be spelled in a file beyond its plain forms (:mod:`.secrets` holds those), found through one
+view of the text (:func:`respelled`): its escapes decoded - ``\\u0073``, ``\\x73``, ``%73``, HTML's ``&#115;`` and
+named entities, JSON's ``\\/``, behind any number of backslashes - then seen as every check of untrusted text sees
+it (:mod:`.textview`: format characters such as zero-width joiners dropped, NFKC - full-width letters -, look-alike
+letters Latin), then without whitespace (a secret cut by line breaks, base64 wrapped at 76 columns). In that view the
+secret is looked for as it is and in base64 at any offset (:func:`base64_cores`); what is found is cut from the text
+itself, escapes and dropped characters included. The injection check reads untrusted text through the same
+:mod:`.textview`, so a spelling one of them sees through, the other does too."""
 
 from __future__ import annotations
 
 import base64
+import bisect
 import functools
 import html.entities
 import re
 from typing import Any
+
+from .textview import seen, seen_char, seen_through
 
 #: the shortest base64 core kept (the shortest secret's: :data:`.secrets.MIN_SECRET_CHARS`)
 MIN_CORE_CHARS = 8
@@ -29,117 +37,181 @@ def base64_cores(value: str) -> set[str]:
     return cores
 
 
-#: an escape of one character: ``\\uXXXX``, ``\\xXX``, ``%XX``, ``&#N;``, ``&#xH;``, a named HTML entity
-_ESCAPE = (r"[\\%&](?:(?<=\\)\\*(?:[uU][0-9A-Fa-f]{4,8}|x[0-9A-Fa-f]{2})|(?<=%)[0-9A-Fa-f]{2}|"
-           r"(?<=&)(?:#[xX]?[0-9A-Fa-f]+;?|[A-Za-z][A-Za-z0-9]{1,31};?))")  # one leading character class: a fast scan
+#: an escape of one character: ``\\uXXXX``, ``\\UXXXXXXXX``, ``\\xXX``, ``%XX``, ``&#N;``, ``&#xH;``, a named HTML entity
+_ESCAPES = re.compile(r"[\\%&](?:(?<=\\)\\*(?:u[dD][89abAB][0-9A-Fa-f]{2}\\+u[dD][c-fC-F][0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2})|(?<=%)[0-9A-Fa-f]{2}|"
+                      r"(?<=&)(?:#[xX]?[0-9A-Fa-f]+;?|[A-Za-z][A-Za-z0-9]{1,31};?))")  # one leading class: a fast scan
 #: a text without any of these holds no escape (a substring test is much faster than the scan)
 _ESCAPE_STARTS = ("\\u", "\\U", "\\x", "%", "&")
-_ESCAPES = re.compile(_ESCAPE)
-_ESCAPES_BYTES = re.compile(_ESCAPE.encode("ascii"))
-#: HTML's named character references, by the character they stand for (``_`` -> ``lowbar;``)
-_HTML_NAMES: dict[str, list[str]] = {}
-for _name, _char in html.entities.html5.items():
-    _HTML_NAMES.setdefault(_char, []).append(_name)
-#: the most characters one character of a secret takes when spelled (``\\\\\\\\u0073``, ``%F0%9F%98%80``)
-_SPELLED_WIDTH = 16
+_ESCAPE_STARTS_BYTES = tuple(start.encode() for start in _ESCAPE_STARTS)
+#: JSON's one-letter escapes behind up to 8 backslashes (JSON in JSON, three deep), longest first, that the view
+#: reads as characters of their own length (the map back stays the same): a line break or tab cut into a secret is
+#: whitespace, ``\\/`` a slash
+_SHORT = tuple(("\\" * count + letter, " " * count + (letter if letter == "/" else " "))
+               for count in range(8, 0, -1) for letter in "nrt/")
+#: the whitespace of ASCII (what ``str.split`` drops), and the line breaks the view makes whitespace
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_ASCII_BYTES = bytes(range(128))
+_ASCII_SPACE_AND_BACKSLASH = _ASCII_SPACE + b"\\"
+_SOLID = re.compile(r"\S+")
+#: a form shorter than this is not looked for (a secret of whitespace and format characters)
+_SHORTEST_FORM = 4
 
 
-def _char_forms(char: str) -> list[str]:
-    """Every spelling of one character in our files, as regular expressions: ``\\uXXXX`` behind any number
-    of backslashes (also as a surrogate pair), ``\\xXX``, ``%XX`` (UTF-8), HTML's ``&#N;``, ``&#xH;`` and
-    named entities, a JSON escape, or the character itself."""
-    point = ord(char)
-    hexes = [f"{point:04x}"] if point <= 0xFFFF else [
-        f"{0xD800 + ((point - 0x10000) >> 10):04x}", f"{0xDC00 + ((point - 0x10000) & 0x3FF):04x}"]
-    forms = ["".join(rf"\\+u(?i:{h})" for h in hexes), rf"\\+U0*(?i:{point:x})"]
-    if point <= 0xFF:
-        forms.append(rf"\\+x(?i:{point:02x})")
-    forms.append("".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8")))
-    forms += [f"&#0*{point};?", f"&#(?i:x)0*(?i:{point:x});?"]
-    forms += [f"&{re.escape(name)}" for name in sorted(_HTML_NAMES.get(char, ()), key=len, reverse=True)]
-    if char in '"\\/':
-        forms.append(r"\\+" + re.escape(char))
-    if char == " ":
-        forms.append(r"\+")
-    return [*forms, re.escape(char)]
-
-
-@functools.lru_cache(maxsize=8)
-def spelled(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[re.Pattern[str], re.Pattern[bytes], str, int], ...]:
-    """(pattern, bytes pattern, placeholder, widest spelling) for each secret: the secret in any mix of its
-    characters' spellings."""
-    found = []
-    for value, placeholder in secrets:
-        text = "".join(f"(?:{'|'.join(_char_forms(char))})" for char in value)
-        found.append((re.compile(text), re.compile(text.encode("utf-8")), placeholder, len(value) * _SPELLED_WIDTH))
-    return tuple(found)
-
-
-def respelled(text: Any, secrets: tuple[tuple[str, str], ...]) -> Any:
-    """``text`` (str or bytes) with each secret spelled with escapes (``\\u0073k-...``) replaced by its
-    placeholder. A spelled secret holds at least one escape, so only the text around escapes is searched
-    (ordinary text - "50% off", "fish & chips" - holds none, and costs one scan)."""
-    binary = isinstance(text, bytes)
-    if not secrets or not any((start.encode() if binary else start) in text for start in _ESCAPE_STARTS):
+def _blanked(text: Any, escapes: tuple[tuple[Any, Any], ...]) -> Any:
+    """``text`` with JSON's one-letter escapes (:data:`_SHORT`) read as characters of their own length."""
+    backslash = escapes[-1][0][:1]
+    if backslash not in text:
         return text
-    escapes = _ESCAPES_BYTES if binary else _ESCAPES
-    found = [(m.start(), _escaped(m.group(0), binary)) for m in escapes.finditer(text)]
-    for (value, _), (pattern, pattern_bytes, placeholder, width) in zip(secrets, spelled(secrets)):
-        chars = set(value) if value.isascii() else None  # a secret beyond ASCII: every escape may be part of it
-        marks = [at for at, char in found if chars is None or char in chars]
-        spans = []
-        for low, high in _windows(marks, width, len(text)):
-            spans += [(m.start(), m.end()) for m in (pattern_bytes if binary else pattern).finditer(text, low, high)]
-        if spans:
-            text = _replaced(text, _merged(spans), placeholder.encode("utf-8") if binary else placeholder)
-            found = [(m.start(), _escaped(m.group(0), binary)) for m in escapes.finditer(text)]
+    run = next(count for count in (8, 4, 2, 1) if backslash * count in text)  # the longest run, at least
+    for escape, same_length in escapes[-4 * (2 * run - 1 if run < 8 else 8):]:
+        if escape in text:
+            text = text.replace(escape, same_length)
     return text
 
 
-def _escaped(escape: Any, binary: bool) -> str | None:
-    """The character one escape stands for (None: not a character of an ASCII secret)."""
-    text = escape.decode("ascii") if binary else escape
-    body = text.lstrip("\\")
+@functools.lru_cache(maxsize=4096)
+def _escaped(escape: str) -> str | None:
+    """The character(s) one escape stands for (None: not an escape after all - ``&nosuchname;``, ``\\u`` past U+10FFFF)."""
+    body = escape.lstrip("\\")
     try:
-        if body[:1] in ("u", "U", "x") and text.startswith("\\"):
-            point = int(body[1:], 16)
-        elif text.startswith("%"):
-            point = int(text[1:], 16)
-        elif text.startswith("&#"):
-            number = text[2:].rstrip(";")
-            point = int(number[1:], 16) if number[:1] in ("x", "X") else int(number)
-        else:
-            return html.entities.html5.get(text[1:]) or html.entities.html5.get(text[1:] + ";")
-        return chr(point)
+        if escape.startswith("\\"):
+            if "\\" in body:  # a surrogate pair: one character
+                high, low = int(body[1:5], 16), int(body.rsplit("u", 1)[1], 16)
+                return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+            return chr(int(body[1:], 16))
+        if escape.startswith("%"):
+            return chr(int(escape[1:], 16))
+        if escape.startswith("&#"):
+            number = escape[2:].rstrip(";")
+            return chr(int(number[1:], 16) if number[:1] in ("x", "X") else int(number))
+        return html.entities.html5.get(escape[1:]) or html.entities.html5.get(escape[1:] + ";")
     except (ValueError, OverflowError):
         return None
 
 
-def _windows(marks: list[int], width: int, size: int) -> list[tuple[int, int]]:
-    """The stretches of text within ``width`` of an escape, merged."""
-    windows: list[tuple[int, int]] = []
-    for mark in marks:
-        low, high = max(0, mark - width), min(size, mark + width)
-        if windows and low <= windows[-1][1]:
-            windows[-1] = (windows[-1][0], high)
+class _View:
+    """A text as a secret is looked for in it (see the module's text), and the way back from the view to the text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        #: per escape decoded: (start, end) in the text, and how many characters it stands for
+        self._escapes: list[tuple[int, int, int]] = []
+        text = _blanked(text, _SHORT)
+        if any(start in text for start in _ESCAPE_STARTS):
+            self.decoded = _ESCAPES.sub(self._decode, text)
         else:
-            windows.append((low, high))
-    return windows
+            self.decoded = text
+        self.folded = seen(self.decoded)
+        self.bare = "".join(self.folded.split())
+
+    def _decode(self, match: re.Match[str]) -> str:
+        escape = match.group()
+        char = _escaped(escape)
+        if char is None:
+            return escape
+        self._escapes.append((match.start(), match.end(), len(char)))
+        return char
+
+    def spans(self, form: str) -> list[tuple[int, int]]:
+        """Where ``form`` stands in the view, as spans of the text itself."""
+        found: list[tuple[int, int]] = []
+        at = self.bare.find(form)
+        if at == -1:
+            return found
+        kept = [i for i, char in enumerate(self.folded) if not char.isspace()]  # what str.split keeps
+        origin = seen_through(self.decoded)[1]
+        starts, shift = [], 0  # each escape's start in the decoded text
+        for start, end, size in self._escapes:
+            starts.append(start - shift)
+            shift += end - start - size
+        while at != -1:
+            first, last = kept[at], kept[at + len(form) - 1]
+            if origin is not None:
+                first, last = origin[first], origin[last]
+            found.append((self._source(first, starts)[0], self._source(last, starts)[1]))
+            at = self.bare.find(form, at + len(form))
+        return found
+
+    def _source(self, index: int, starts: list[int]) -> tuple[int, int]:
+        """The span of the text that character ``index`` of the decoded text comes from."""
+        before = bisect.bisect_right(starts, index) - 1
+        if before < 0:
+            return index, index + 1
+        start, end, size = self._escapes[before]
+        if index < starts[before] + size:
+            return start, end
+        at = end + index - starts[before] - size
+        return at, at + 1
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(set(spans)):
-        if out and start < out[-1][1]:
-            continue  # found again from an overlapping window
-        out.append((start, end))
-    return out
+def _may_hold(data: bytes, forms: tuple[bytes, ...]) -> bool:
+    """Whether the view of ``data`` (UTF-8 without escapes of characters) may hold one of ``forms`` (ASCII, without a
+    backslash): the view made at C speed - JSON's one-letter escapes and every backslash dropped, each distinct
+    character beyond ASCII folded where it stands, whitespace dropped. It holds every form the view holds (the folds
+    are the view's, character by character; a backslash is in no form)."""
+    skeleton = data
+    if b"\\" in skeleton:
+        for escape in (b"\\n", b"\\r", b"\\t"):
+            skeleton = skeleton.replace(escape, b"")
+    beyond = data.translate(None, _ASCII_BYTES)
+    if beyond:
+        for char in set(beyond.decode("utf-8", "surrogateescape")):
+            folded = _folded_bare(char)
+            if folded != char:
+                skeleton = skeleton.replace(char.encode("utf-8", "surrogateescape"), folded)
+    skeleton = skeleton.translate(None, _ASCII_SPACE_AND_BACKSLASH)
+    return any(form in skeleton for form in forms)
 
 
-def _replaced(text: Any, spans: list[tuple[int, int]], placeholder: Any) -> Any:
+@functools.lru_cache(maxsize=4096)
+def _folded_bare(char: str) -> bytes:
+    """One character beyond ASCII as the view shows it, whitespace dropped, in UTF-8."""
+    return "".join(c for c in seen_char(char) if not c.isspace()).encode("utf-8", "surrogatepass")
+
+
+@functools.lru_cache(maxsize=8)
+def _forms_bytes(secrets: tuple[tuple[str, str], ...]) -> tuple[bytes, ...] | None:
+    """The forms of :func:`_forms` in UTF-8, for :func:`_may_hold`; None if one holds a backslash or is not ASCII
+    (then the view itself is made)."""
+    found = tuple(form.encode("utf-8", "surrogatepass") for form, _ in _forms(secrets))
+    return None if any(b"\\" in form or not form.isascii() for form in found) else found
+
+
+@functools.lru_cache(maxsize=8)
+def _forms(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """(form, placeholder) for each secret as the view shows it, and its base64 cores, longest first."""
+    found: dict[str, str] = {}
+    for value, placeholder in secrets:
+        for form in {"".join(seen(value).split()), *base64_cores(value)}:
+            if len(form) >= _SHORTEST_FORM:
+                found.setdefault(form, placeholder)
+    return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
+
+
+def respelled(text: Any, secrets: tuple[tuple[str, str], ...]) -> Any:
+    """``text`` (str or bytes) with each secret, in any spelling the view sees through, replaced by its placeholder;
+    the very same object if none is in it."""
+    if not secrets:
+        return text
+    forms = _forms(secrets)
+    binary = isinstance(text, (bytes, bytearray))
+    data = bytes(text) if binary else text.encode("utf-8", "surrogatepass")
+    quick = _forms_bytes(secrets)
+    if quick is not None and not any(start in data for start in _ESCAPE_STARTS_BYTES) and not _may_hold(data, quick):
+        return text
+    view = _View(text.decode("utf-8", "surrogateescape") if binary else text)
+    spans: list[tuple[int, int, str]] = []
+    for form, placeholder in forms:
+        spans += [(start, end, placeholder) for start, end in view.spans(form)]
+    if not spans:
+        return text
     parts, last = [], 0
-    for start, end in spans:
-        parts += [text[last:start], placeholder]
+    for start, end, placeholder in sorted(spans):
+        if start < last:  # overlaps a span already cut (another form of it, or of another secret): cut to its end
+            last = max(last, end)
+            continue
+        parts += [view.text[last:start], placeholder]
         last = end
-    parts.append(text[last:])
-    return text[:0].join(parts)
+    parts.append(view.text[last:])
+    done = "".join(parts)
+    return done.encode("utf-8", "surrogateescape") if binary else done

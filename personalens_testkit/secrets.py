@@ -4,15 +4,20 @@ A variable is secret when its name looks like one (``*API_KEY*``, ``*_KEY``, ``*
 ``*SECRET*``, ``*PASSWORD*``, ``*PASSWD*``, ``*_PASS``, ``*_DSN``, ``*CREDENTIAL*``,
 ``AWS_ACCESS_KEY_ID``), when the project's config names it (``secret_env = [...]``,
 registered by the run), or when its value is a URL with a password in it
-(``DATABASE_URL=postgres://user:pw@host/db``: the URL and the password). Values shorter than
-8 characters are left alone (they would match ordinary text).
+(``DATABASE_URL=postgres://user:pw@host/db``: the URL and the password). Of any variable whose value is an
+address (a URL with a host), what follows the host is a secret too (``OPENAI_BASE_URL=https://gw/t/<token>/v1``:
+``/t/<token>/v1``, shown as ``<OPENAI_BASE_URL:path>``), so an address is scrubbed wherever it is written - a
+cassette's request URI, an error message, a body that echoes it. Values shorter than 8 characters are left
+alone (they would match ordinary text).
 
 Every file the testkit writes (cassettes, rows, transcripts, reports) and every line it
 prints goes through :func:`redact` / :func:`redact_json` / :func:`scrub_text`, which replace
 a value in each form a file can hold it: as it is, JSON-escaped (``\\"``, ``\\uXXXX``,
-escaped twice for JSON inside JSON), URL-encoded, in base64 at any offset - and in any mix of them,
-character by character: a secret spelled ``\\u0073\\u006b...`` by a bot, ``%73k-...``, ``\\x73k-...``
-or with HTML's ``&#115;`` is found too (:mod:`.secret_spellings`).
+escaped twice for JSON inside JSON), URL-encoded, in base64 at any offset - and in any spelling that
+the view of :mod:`.secret_spellings` sees through, in any mix: escapes character by character (a secret spelled
+``\\u0073\\u006b...`` by a bot, ``%73k-...``, ``\\x73k-...``, ``\\/``, HTML's ``&#115;``), what
+:mod:`.textview` folds for the injection check too (zero-width joiners, full-width letters, look-alikes), whitespace
+cut into it (base64 wrapped at 76 columns).
 """
 
 from __future__ import annotations
@@ -71,13 +76,25 @@ def _process_environment() -> tuple[tuple[str, str], ...]:
     return found
 
 
-def _url_password(value: str) -> str | None:
-    if "://" not in value or "@" not in value:
-        return None
+def _address_secrets(name: str, value: str) -> list[tuple[str, str]]:
+    """The parts of an address (a URL with a host) that may carry a credential, with their placeholders: what
+    precedes its ``@`` and its password, and whatever follows its host - path, query, fragment (a gateway's token
+    in its path: ``https://gw/t/<token>/v1``). Its scheme and host are left, so a message still says where."""
+    if "://" not in value:
+        return []
     try:
-        return urlsplit(value.strip()).password
+        parts = urlsplit(value.strip())
+        password = parts.password
     except ValueError:
-        return None
+        return []
+    if not parts.scheme or not parts.hostname:
+        return []
+    found = []
+    if "@" in parts.netloc:
+        found += [(parts.netloc.rsplit("@", 1)[0], f"<{name}>"), (password or "", f"<{name}>")]
+    tail = value.strip()[len(f"{parts.scheme}://{parts.netloc}"):]
+    found.append((tail, f"<{name}:path>"))
+    return found
 
 
 @functools.lru_cache(maxsize=8)
@@ -85,11 +102,12 @@ def _secret_values(items: tuple[tuple[str, str], ...], extra: tuple[str, ...]) -
     """Memoised on the environment's contents: every transcript and row is redacted."""
     found: dict[str, str] = {}
     for name, value in items:
-        password = _url_password(value)
-        if _SECRET_ENV.search(name) or name in extra or password:
-            for secret in (value, password):
-                if secret and len(secret) >= MIN_SECRET_CHARS:
-                    found.setdefault(secret, f"<{name}>")
+        address = _address_secrets(name, value)
+        named = bool(_SECRET_ENV.search(name) or name in extra)
+        credentials = [(value, f"<{name}>")] if named or any(p == f"<{name}>" for _, p in address) else []
+        for secret, placeholder in credentials + address:
+            if len(secret) >= MIN_SECRET_CHARS:
+                found.setdefault(secret, placeholder)
     return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
 
 

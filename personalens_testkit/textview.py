@@ -31,12 +31,19 @@ LOOKALIKE = str.maketrans(
 #: the line breaks of Unicode other than ``\n`` (what ``str.splitlines`` splits on)
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 #: the characters the view may change: everything outside ASCII, and the ASCII line breaks other than ``\n``
+_ASCII_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"
 _CHANGED = re.compile(r"[^\x00-\x7f]+|[\r\x0b\x0c\x1c-\x1e]")
 
 
 def seen(text: str) -> str:
-    """``text`` as a reader sees it (see the module's text)."""
-    return seen_through(text)[0]
+    """``text`` as a reader sees it (see the module's text): :func:`seen_through`'s view, without the map back."""
+    if text.isascii() and not any(char in text for char in _ASCII_BREAKS):
+        return text
+    return _CHANGED.sub(_seen_run, text)
+
+
+def _seen_run(match: re.Match[str]) -> str:
+    return "".join([seen_char(char) for char in match.group()])
 
 
 def seen_through(text: str) -> tuple[str, list[int] | None]:

@@ -166,3 +166,11 @@ def test_bounds_bench_small():
     assert re.search(r"within the value bound\) .*: read: [\d,]+ interactions; peak RSS \d+ MB", out), out
     assert re.search(r"answer, \"content\" given twice .*: refused: .*given twice", out), out
     assert re.search(r"gzip of 64 MiB: refused: HeadTooLarge", out), out
+
+
+def test_secret_spellings_bench_small():
+    out = bench("bench/secret_spellings.py", "--count", "200", "--secrets", "3")
+    for name in ("redact", "scrub_text", "redact_json"):
+        assert re.search(rf"generated spellings, {name}: [\d,]+ of 200 caught", out), out
+    assert re.search(r"benign: [\d,]+ shipped texts \(\d+ MiB\) under 3 random secrets: \d+ touched", out), out
+    assert re.search(r"cost: \d+ us a request body", out), out

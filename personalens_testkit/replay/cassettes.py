@@ -27,7 +27,7 @@ from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
 from ..errors import CassetteError, PersonalensError, ReplayMissError, ReplyChangedError
 from ..secrets import secret_values
 from .matching import address, body_difference, call_matcher
-from .scrub import CALL_HEADER, normalise_uri, scrub_body, scrub_request_headers, scrub_response
+from .scrub import CALL_HEADER, scrub_body, scrub_request_headers, scrub_response, scrub_uri
 from . import router
 from .router import ACTIVE
 from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
@@ -98,7 +98,7 @@ class Cassettes:
             return None
         # not through the memo: a replayed call's body comes once, the memo serves vcrpy's repeated filtering
         scrubbed = scrub_body(body, self.secrets) if payload is None else scrub_body(body, self.secrets, parsed=payload)
-        return method, address(normalise_uri(uri)), scrubbed or b""
+        return method, address(scrub_uri(uri, self.secrets)), scrubbed or b""
 
     def never_recorded(self, uri: str) -> bool:
         """Whether a request to ``uri``, made now, is never recorded nor replayed (the bot's own traffic): it is
@@ -117,7 +117,7 @@ class Cassettes:
         if found is None:
             if len(self._memo) > 256:
                 self._memo.clear()
-            found = self._memo[key] = (normalise_uri(uri), scrub_body(data, self.secrets))
+            found = self._memo[key] = (scrub_uri(uri, self.secrets), scrub_body(data, self.secrets))
         return found
 
     def before_record_response(self, response: dict[str, Any]) -> dict[str, Any]:
@@ -236,7 +236,7 @@ def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: 
     for stored, _ in cassette.data:
         values = stored.headers.get(CALL_HEADER) or []
         if label in (values if isinstance(values, list) else [values]):
-            now = normalise_uri(getattr(request, "uri", ""))
+            now = scrub_uri(getattr(request, "uri", ""), secrets)
             if address(now) != address(stored.uri):
                 return f" (the recorded request of this call went to {stored.uri}, this one to {now})"
             found = body_difference(stored.body, scrub_body(getattr(request, "body", None), secrets))

@@ -8,6 +8,8 @@ each response before it is recorded:
 - headers are kept only if harmless (an allow-list: content type and our call label),
   so auth headers, SigV4 signatures, session tokens, cookies and API keys never land;
 - query parameters and JSON body fields named like secrets are replaced by ``<redacted>``;
+- an address is scrubbed like a body (:func:`scrub_uri`): a token in its path is a secret value (see
+  :mod:`personalens_testkit.secrets`), in whatever spelling;
 - the values of secret environment variables are replaced by ``<NAME>`` wherever they appear,
   in every form a file of ours can hold them (see :mod:`personalens_testkit.secrets`).
 
@@ -64,6 +66,17 @@ def normalise_uri(uri: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, REDACTED if is_secret_name(k) else v) for k, v in pairs])
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def scrub_uri(uri: str, secrets: Iterable[tuple[str, str]]) -> str:
+    """A request's address as a cassette keeps it: :func:`normalise_uri`, and every secret in it (a token in its
+    path or query, a password before its host) replaced like a body's."""
+    return _scrub_uri(uri, tuple(secrets))
+
+
+@functools.lru_cache(maxsize=256)  # a run calls a few addresses, each many times
+def _scrub_uri(uri: str, secrets: tuple[tuple[str, str], ...]) -> str:
+    return scrub_text(normalise_uri(uri).encode("utf-8"), secrets).decode("utf-8")
 
 
 def _redact_json(value: Any) -> Any:
