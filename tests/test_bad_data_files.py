@@ -12,7 +12,7 @@ import pytest
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import suite_project
-from .test_reliability import project
+from .test_reliability import assert_rows_are_cases, project, run_rows
 
 #: the files user7's cases read, by what the test calls them
 FILES = {
@@ -98,3 +98,26 @@ def test_a_cassette_that_is_not_a_file_is_one_line_naming_it(pytester, how):
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
     (line,) = _error_lines(result)
     assert str(cassette) in line and f"is {how}: a cassette is a file" in line, line
+
+
+def test_swapped_cassettes_are_each_an_error_naming_the_file_never_blamed_on_a_model(pytester):
+    """Two cassettes under each other's names (a rename gone wrong, a merge): each knows the scenario it records,
+    so each case is an error of its cassette naming the file and the scenario it holds - not a replay miss of the
+    user agent's first call - and rows written == cases run."""
+    suite_project(pytester)
+    cassettes = pytester.path / "cassettes" / "reference"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "cassettes" / "reference", cassettes)
+    alarm, books = cassettes / "user7-SD-Alarm-task-1.json.xz", cassettes / "user107-SD-Books-task-1.json.xz"
+    swap = alarm.read_bytes()
+    alarm.write_bytes(books.read_bytes())
+    books.write_bytes(swap)
+    result, rows = run_rows(pytester, "test_single_domain.py::test_single_domain[user7-SD-Alarm-task-1]",
+                            "test_single_domain.py::test_single_domain[user107-SD-Books-task-1]",
+                            "test_single_domain.py::test_single_domain[user230-SD-Buses-task-1]")
+    assert_rows_are_cases(result, rows)
+    by_id = {row["scenario_id"]: row for row in rows}
+    assert by_id["user230-SD-Buses-task-1"]["status"] == "passed"
+    for path, holds in ((alarm, "user107-SD-Books-task-1"), (books, "user7-SD-Alarm-task-1")):
+        row = by_id[path.name.removesuffix(".json.xz")]
+        assert row["status"] == "error" and row["error"]["source"] == "setup", row["error"]
+        assert f"{path}: holds the recording of {holds!r}" in row["error"]["message"], row["error"]["message"]

@@ -50,8 +50,9 @@ def test_the_persister_writes_whole_xz_files_atomically(tmp_path):
     XzPersister.save_cassette(path, cassette, JsonBytesSerializer)
     assert [p.name for p in path.parent.iterdir()] == ["s.json.xz"]  # no temporary file left
     assert json.loads(lzma.decompress(path.read_bytes()))["version"] == 1
-    requests, responses = XzPersister.load_cassette(path, JsonBytesSerializer)
+    requests, responses, metadata = XzPersister.load_cassette(path, JsonBytesSerializer)
     assert requests[0].uri == "http://local/v1/x" and responses[0]["body"]["string"] == b"\xff\x00ok"
+    assert metadata == {"scenario": "s"}  # the scenario it records, from its name
     path.write_bytes(b"not xz")
     from personalens_testkit.errors import CassetteError
     with pytest.raises(CassetteError, match="s.json.xz: not an xz file"):
