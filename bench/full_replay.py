@@ -47,6 +47,8 @@ def _clone(job: tuple[str, str, str, str]) -> int:
             if raw.count(old) != 1:
                 raise SystemExit(f"{path}: '{old.decode()}' found {raw.count(old)} times, not once")
             raw = raw.replace(old, new)
+            # the scenario the cassette names (metadata.scenario) is the copied user's
+            raw = raw.replace(f'"scenario":"{template}-'.encode(), f'"scenario":"{user}-'.encode())
         name.write_bytes(lzma.compress(raw, preset=0))
         made += 1
     return made

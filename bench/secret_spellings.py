@@ -7,7 +7,8 @@
   characters that also hold the bits of the bytes around it;
 - touched: the shipped data (every profile and task of the bundled sample) and every request of the shipped
   dialogues, under --secrets random secrets: how many texts any redactor changes (must be none);
-- the cost: microseconds a request body (the shipped ones) takes to scrub.
+- the cost: microseconds a request body (the shipped ones) takes to scrub, and seconds for shapes that cost a
+  scan dearly (a long run of backslashes, many distinct characters, a megabyte of escapes): linear, not quadratic.
 
     python bench/secret_spellings.py [--count N] [--secrets N]
 """
@@ -58,6 +59,19 @@ def main() -> None:
     spent = time.process_time() - started
     print(f"cost: {spent / len(bodies) * 1e6:.0f} us a request body (mean {sum(map(len, bodies)) // len(bodies):,} "
           f"bytes; {len(bodies):,} bodies, 3 secrets)")
+    started = time.process_time()
+    for body in bodies:
+        scrub_text(body, secrets[:3], spellings=False)
+    quick = time.process_time() - started
+    print(f"cost: {quick / len(bodies) * 1e6:.0f} us a request body for a replay's quick look-up key (plain forms "
+          f"only; a body holding a spelled secret misses it and is looked up the full way)")
+    worst = {"a run of 1,000,000 backslashes": "\\" * 1_000_000 + " 50% off",
+             "20,000 distinct characters beyond ASCII": "".join(chr(0x4E00 + i) for i in range(20_000)),
+             "1 MB of escapes": "\\u0041%41&#65;" * 70_000}
+    for name, text in worst.items():
+        started = time.process_time()
+        scrub_text(text.encode(), secrets[:3])
+        print(f"worst shapes: {name}: {time.process_time() - started:.2f} s")
 
 
 if __name__ == "__main__":

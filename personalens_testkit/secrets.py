@@ -5,10 +5,11 @@ A variable is secret when its name looks like one (``*API_KEY*``, ``*_KEY``, ``*
 ``AWS_ACCESS_KEY_ID``), when the project's config names it (``secret_env = [...]``,
 registered by the run), or when its value is a URL with a password in it
 (``DATABASE_URL=postgres://user:pw@host/db``: the URL and the password). Of any variable whose value is an
-address (a URL with a host), what follows the host is a secret too (``OPENAI_BASE_URL=https://gw/t/<token>/v1``:
-``/t/<token>/v1``, shown as ``<OPENAI_BASE_URL:path>``), so an address is scrubbed wherever it is written - a
-cassette's request URI, an error message, a body that echoes it. Values shorter than 8 characters are left
-alone (they would match ordinary text).
+address (a URL with a host), what precedes its ``@`` is a secret, as written and decoded. Of each address the run
+itself calls (:func:`register_addresses`: ``openai_base_url``, a model's or a bot's URL), what follows the host is a
+secret too (``OPENAI_BASE_URL=https://gw/t/<token>/v1``: ``/t/<token>/v1``, shown as ``<openai_base_url:path>``),
+so an address is scrubbed wherever it is written - a cassette's request URI, an error message, a body that echoes
+it. Values shorter than 8 characters are left alone (they would match ordinary text).
 
 Every file the testkit writes (cassettes, rows, transcripts, reports) and every line it
 prints goes through :func:`redact` / :func:`redact_json` / :func:`scrub_text`, which replace
@@ -27,9 +28,9 @@ import json
 import os
 import re
 from typing import Any, Iterable, Mapping
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
-from .secret_spellings import base64_cores, respelled
+from .secret_spellings import base64_cores, raw_bytes, respelled
 
 _SECRET_ENV = re.compile(
     r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY_ID|CREDENTIAL|(^|_)KEY$|(^|_)PASS$|(^|_)DSN$)", re.IGNORECASE)
@@ -46,7 +47,8 @@ def register_secret_names(names: Iterable[str]) -> None:
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(value, placeholder) for every secret environment variable worth hiding, longest first."""
-    return list(_secret_values(_process_environment() if env is None else _environment(env), _extra_names))
+    return list(_secret_values(_process_environment() if env is None else _environment(env), _extra_names,
+                               _addresses))
 
 
 def _environment(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -76,38 +78,66 @@ def _process_environment() -> tuple[tuple[str, str], ...]:
     return found
 
 
-def _address_secrets(name: str, value: str) -> list[tuple[str, str]]:
-    """The parts of an address (a URL with a host) that may carry a credential, with their placeholders: what
-    precedes its ``@`` and its password, and whatever follows its host - path, query, fragment (a gateway's token
-    in its path: ``https://gw/t/<token>/v1``). Its scheme and host are left, so a message still says where."""
-    if "://" not in value:
+def _address_credentials(name: str, value: str) -> list[tuple[str, str]]:
+    """What precedes an address's ``@`` (a URL with a host: ``https://user:pw@host``) and its password, as written
+    and decoded (``s3cr%40t`` is ``s3cr@t``), with their placeholder; nothing for any other value."""
+    parts = _address(value)
+    if parts is None or "@" not in parts.netloc:
         return []
+    found = [parts.netloc.rsplit("@", 1)[0], parts.password or ""]
+    return [(secret, f"<{name}>") for secret in found + [unquote(secret) for secret in found]]
+
+
+def _address(value: str) -> Any:
+    """``value`` split as a URL with a scheme and a host, or None."""
+    if "://" not in value:
+        return None
     try:
         parts = urlsplit(value.strip())
-        password = parts.password
+        parts.password  # noqa: B018 - a port or password urlsplit cannot read raises here
     except ValueError:
-        return []
-    if not parts.scheme or not parts.hostname:
-        return []
+        return None
+    return parts if parts.scheme and parts.hostname else None
+
+
+def register_addresses(addresses: Mapping[str, str]) -> None:
+    """Also treat as secrets, in this process, what follows the host of each address the run calls (by the setting
+    that gives it: ``{"openai_base_url": "https://gw/t/<token>/v1"}``) - a gateway's token in its path, shown as
+    ``<openai_base_url:path>`` - and what precedes its ``@``. Only the run's own endpoints: a variable such as
+    ``GITHUB_GRAPHQL_URL`` is no address of ours, and its path (``/graphql``) is ordinary text."""
+    global _addresses
+    _addresses = tuple(sorted(set(_addresses) | {(name, url) for name, url in addresses.items() if url}))
+
+
+_addresses: tuple[tuple[str, str], ...] = ()
+
+
+def _address_secrets(addresses: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
     found = []
-    if "@" in parts.netloc:
-        found += [(parts.netloc.rsplit("@", 1)[0], f"<{name}>"), (password or "", f"<{name}>")]
-    tail = value.strip()[len(f"{parts.scheme}://{parts.netloc}"):]
-    found.append((tail, f"<{name}:path>"))
+    for name, url in addresses:
+        parts = _address(url)
+        if parts is not None:
+            found += _address_credentials(name, url)
+            tail = url.strip()[len(f"{parts.scheme}://{parts.netloc}"):]
+            found += [(tail, f"<{name}:path>"), (unquote(tail), f"<{name}:path>")]
     return found
 
 
 @functools.lru_cache(maxsize=8)
-def _secret_values(items: tuple[tuple[str, str], ...], extra: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _secret_values(items: tuple[tuple[str, str], ...], extra: tuple[str, ...],
+                   addresses: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """Memoised on the environment's contents: every transcript and row is redacted."""
     found: dict[str, str] = {}
     for name, value in items:
-        address = _address_secrets(name, value)
-        named = bool(_SECRET_ENV.search(name) or name in extra)
-        credentials = [(value, f"<{name}>")] if named or any(p == f"<{name}>" for _, p in address) else []
-        for secret, placeholder in credentials + address:
+        credentials = _address_credentials(name, value)
+        if credentials or _SECRET_ENV.search(name) or name in extra:
+            credentials.insert(0, (value, f"<{name}>"))
+        for secret, placeholder in credentials:
             if len(secret) >= MIN_SECRET_CHARS:
                 found.setdefault(secret, placeholder)
+    for secret, placeholder in _address_secrets(addresses):
+        if len(secret) >= MIN_SECRET_CHARS:
+            found.setdefault(secret, placeholder)
     return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
 
 
@@ -126,7 +156,8 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
     for value, placeholder in secrets:
         once = {_json_text(value), _json_text(value, ascii_only=True)}
         twice = {_json_text(form) for form in once}
-        encoded = {quote(value, safe=""), quote_plus(value), quote(value), *base64_cores(value)}
+        raw = raw_bytes(value)
+        encoded = {quote(raw, safe=""), quote_plus(raw), quote(raw), *base64_cores(value)}
         candidates = once | twice | encoded | (set() if json_only else {value})
         for form in candidates:
             if json_only and form != _json_text(form) and form not in once | twice:
@@ -135,14 +166,26 @@ def secret_forms(secrets: tuple[tuple[str, str], ...], *, json_only: bool = Fals
     return tuple(sorted(forms.items(), key=lambda item: -len(item[0])))
 
 
-def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]]) -> bytes:
-    """Bytes with every form of every secret replaced by its placeholder."""
+def scrub_text(data: bytes, secrets: Iterable[tuple[str, str]], *, spellings: bool = True) -> bytes:
+    """Bytes with every form of every secret replaced by its placeholder; JSON sent as UTF-16 or UTF-32 (which a
+    JSON reader reads) is read and written back in its own encoding. ``spellings=False``: the plain forms only, not
+    the spellings :mod:`.secret_spellings` finds (a quick look-up key, whose miss is looked up the full way)."""
     found = tuple(secrets)
+    if found and b"\x00" in data:
+        encoding = json.detect_encoding(data)
+        if encoding != "utf-8":
+            try:
+                text = data.decode(encoding)
+            except UnicodeDecodeError:
+                pass
+            else:
+                redacted = redact(text, found)
+                return data if redacted is text else redacted.encode(encoding, "surrogatepass")
     for form, placeholder in secret_forms(found):
-        encoded = form.encode("utf-8")
+        encoded = raw_bytes(form)
         if encoded in data:
-            data = data.replace(encoded, placeholder.encode("utf-8"))
-    return respelled(data, found)
+            data = data.replace(encoded, raw_bytes(placeholder))
+    return respelled(data, found) if spellings else data
 
 
 def redact(value: Any, secrets: Iterable[tuple[str, str]] | None = None) -> Any:

@@ -5,13 +5,14 @@ The judge's answer grammar (:mod:`.agents.answer_grammar`) and the judge-injecti
 label cannot hide from one of them by a spelling the other sees through:
 
 - characters of Unicode's *format* category (zero-width spaces and joiners, bidi marks, the
-  soft hyphen, the word joiner, the BOM...) are dropped;
+  soft hyphen, the word joiner, the BOM...) and the other characters Unicode says are not seen
+  (variation selectors, the combining grapheme joiner, Hangul fillers) are dropped;
 - every line break Unicode knows (CR, VT, FF, the file/group/record separators, NEL, the line
   and paragraph separators) becomes ``\\n``;
 - compatibility forms are folded (NFKC: full-width letters, digits and colons, ligatures,
   superscripts, circled digits) and a decimal digit of any script becomes its ASCII digit;
-- Cyrillic and Greek letters that look like Latin ones become those, and accents piled on a
-  Latin letter are dropped.
+- Cyrillic and Greek letters that look like Latin ones become those (and look-alike hyphens
+  ASCII's), and accents piled on a Latin letter are dropped.
 
 :func:`seen_through` also says, for each character of the view, where it came from in the text, so
 a span found in the view can be cut from the text itself.
@@ -23,11 +24,16 @@ import functools
 import re
 import unicodedata
 
-#: Cyrillic and Greek letters that look like Latin ones (what a look-alike attack uses)
+#: Cyrillic and Greek letters that look like Latin ones (what a look-alike attack uses), and the hyphens and minus
+#: that look like ASCII's hyphen-minus
 LOOKALIKE = str.maketrans(
-    "АВЕКМНОРСТУХІЈЅаеорсухіјѕԁһԛԝ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριντκε",
-    "ABEKMHOPCTYXIJSaeopcyxijsdhqw" "ABEZHIKMNOPTYXaopivtke",
+    "АВЕКМНОРСТУХІЈЅаеорсухіјѕԁһԛԝ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριντκε" "\u2010\u2011\u2012\u2212",
+    "ABEKMHOPCTYXIJSaeopcyxijsdhqw" "ABEZHIKMNOPTYXaopivtke" "----",
 )
+#: the characters Unicode says a reader does not see (Default_Ignorable_Code_Point) that are not of the format
+#: category: the combining grapheme joiner, Hangul fillers, variation selectors, Mongolian ones, tag-block reserves
+_IGNORABLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u3164\ufe00-\ufe0f\uffa0"
+                        "\ufff0-\ufff8\U000e0000-\U000e0fff]")
 #: the line breaks of Unicode other than ``\n`` (what ``str.splitlines`` splits on)
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 #: the characters the view may change: everything outside ASCII, and the ASCII line breaks other than ``\n``
@@ -73,7 +79,7 @@ def seen_char(char: str) -> str:
     """One character as the view shows it: nothing, one character or several."""
     if char in LINE_BREAKS:
         return "\n"
-    if unicodedata.category(char) == "Cf":
+    if unicodedata.category(char) == "Cf" or _IGNORABLE.match(char):
         return ""
     folded = unicodedata.normalize("NFKC", char)
     folded = "".join(str(unicodedata.decimal(c)) if not c.isascii() and unicodedata.decimal(c, None) is not None

@@ -7,6 +7,7 @@ Two rules, each by structure, whatever the shape of the text:
   C speed: every value but the first follows one of ``{ [ , :``, so their number is at most one more than
   those characters' (inside strings too: a bound, never an undercount) - and a text with more than its limit
   is refused unread. Parsed memory is then at most about 100 bytes a value, whatever the shape.
+- **Read as it is checked.** Bytes are read as UTF-8 only, nested values only as deep as Python's parser goes.
 - **One meaning or none.** An object that gives a key twice (``"content"`` twice in an answer's message) is
   refused: which of the two a reader keeps is the reader's choice, not the writer's answer.
 """
@@ -53,7 +54,13 @@ def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(data: bytes | bytearray | str, *, max_values: int) -> Any:
-    """``json.loads(data)``, refused (:class:`UntrustedJsonError`) if it may hold more than ``max_values`` values or an
-    object in it gives a key twice; any other fault is json's own error, which says where."""
+    """``json.loads(data)``, refused (:class:`UntrustedJsonError`) if it may hold more than ``max_values`` values, is
+    nested deeper than Python reads, or an object in it gives a key twice; bytes must be UTF-8 (JSON's encoding
+    between systems: json.loads would also read UTF-16 and 32, which no check of ours reads - a UnicodeDecodeError);
+    any other fault is json's own error, which says where."""
     check_values(data, max_values)
-    return json.loads(data, object_pairs_hook=_one_of_each)
+    text = bytes(data).decode("utf-8-sig") if isinstance(data, (bytes, bytearray)) else data
+    try:
+        return json.loads(text, object_pairs_hook=_one_of_each)
+    except RecursionError:
+        raise UntrustedJsonError("is nested deeper than it can be read") from None

@@ -120,4 +120,4 @@ def test_swapped_cassettes_are_each_an_error_naming_the_file_never_blamed_on_a_m
     for path, holds in ((alarm, "user107-SD-Books-task-1"), (books, "user7-SD-Alarm-task-1")):
         row = by_id[path.name.removesuffix(".json.xz")]
         assert row["status"] == "error" and row["error"]["source"] == "setup", row["error"]
-        assert f"{path}: holds the recording of {holds!r}" in row["error"]["message"], row["error"]["message"]
+        assert f"{path}: holds the recording of scenario {holds!r}" in row["error"]["message"], row["error"]["message"]

@@ -173,4 +173,5 @@ def test_secret_spellings_bench_small():
     for name in ("redact", "scrub_text", "redact_json"):
         assert re.search(rf"generated spellings, {name}: [\d,]+ of 200 caught", out), out
     assert re.search(r"benign: [\d,]+ shipped texts \(\d+ MiB\) under 3 random secrets: \d+ touched", out), out
-    assert re.search(r"cost: \d+ us a request body", out), out
+    assert re.search(r"cost: \d+ us a request body", out) and "quick look-up key" in out, out
+    assert re.search(r"worst shapes: a run of 1,000,000 backslashes: [\d.]+ s", out), out

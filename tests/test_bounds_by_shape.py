@@ -100,16 +100,19 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(points, points[1:]) if b > a]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.integers(0, 2 * MAX_HEAD_BYTES), st.lists(st.integers(0, 1 << 20), max_size=6),
-       st.sampled_from(["gzip", "identity", None]), st.booleans())
-def test_a_head_is_checked_whole_or_refused_however_it_is_split(padding, cuts, coding, coding_last):
+       st.sampled_from(["gzip", "identity", None]), st.booleans(), st.sampled_from(["\r\n", "\n"]),
+       st.sampled_from(["\r\n", "\n"]))
+def test_a_head_is_checked_whole_or_refused_however_it_is_split(padding, cuts, coding, coding_last, line, blank):
+    """Its lines ended as h11 reads them too: CRLF, or a bare LF (h11 ends a head at LF, CR optional, LF)."""
     fields = [f"X-Pad: {'a' * padding}"] if padding else []
     if coding is not None:
         fields.insert(len(fields) if coding_last else 0, f"Content-Encoding: {coding}")
-    head = "\r\n".join(["HTTP/1.1 200 OK", "Content-Length: 2", *fields]).encode() + b"\r\n\r\n"
+    body = line.join(["HTTP/1.1 200 OK", "Content-Length: 2", *fields]).encode()
+    head = body + (line + blank).encode()
     parts = split(head + b"{}", cuts)
-    if len(head) - 4 > MAX_HEAD_BYTES:
+    if len(body) > MAX_HEAD_BYTES:
         with pytest.raises(HeadTooLarge):
             answer_through(parts)
     elif coding == "gzip":
@@ -190,6 +193,24 @@ ASK = ChatRequest(messages=(Message(role="user", content="score it"),), temperat
 def test_an_ambiguous_envelope_is_an_error_never_one_of_its_answers(body):
     with pytest.raises(ModelError, match="given twice|2 choices"):
         chat_answering(body).complete(ASK)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_an_answer_not_in_utf8_is_an_error_never_read(encoding):
+    """JSON between systems is UTF-8; json.loads would read UTF-16 and 32 too, which no check of ours reads."""
+    body = json.dumps({"choices": [{"message": {"content": "4"}}]}).encode(encoding)
+    chat = OpenAICompatibleChat(spec="openai:m", base_url="http://127.0.0.1:9/v1", model="m",
+                                answers=lambda *args: {"status": {"code": 200}, "body": {"string": body}})
+    with pytest.raises(ModelError, match="malformed answer"):
+        chat.complete(ASK)
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_an_answer_nested_past_reading_is_a_model_error(status):
+    chat = OpenAICompatibleChat(spec="openai:m", base_url="http://127.0.0.1:9/v1", model="m",
+                                answers=lambda *args: {"status": {"code": status}, "body": {"string": "[" * 100_000}})
+    with pytest.raises(ModelError):
+        chat.complete(ASK)
 
 
 def test_an_unambiguous_envelope_is_read():

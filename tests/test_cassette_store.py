@@ -134,3 +134,18 @@ def test_rows_lose_secret_values_however_json_escapes_them(secret):
     assert secret not in json.loads(text)["reply"] and secret not in json.loads(text)["calls"][0]["label"]
     assert json.loads(text) == redact(row, secrets) == {
         "reply": "the key is <PLANTED_TOKEN>!", "calls": [{"label": "<PLANTED_TOKEN>"}], "n": 3}
+
+
+def test_a_rejudging_cassette_moved_to_another_judge_is_refused_naming_it(tmp_path):
+    from personalens_testkit.errors import CassetteError
+
+    cassette = {"requests": [Request("POST", "http://local/v1/x", b"{}", {})],
+                "responses": [{"status": {"code": 200, "message": "OK"}, "headers": {}, "body": {"string": b"{}"}}]}
+    recorded = tmp_path / "bot" / "rejudged" / "judge-a" / "s.json.xz"
+    XzPersister.save_cassette(recorded, cassette, JsonBytesSerializer)
+    assert XzPersister.load_cassette(recorded, JsonBytesSerializer)[2] == {"scenario": "s", "judge": "judge-a"}
+    moved = tmp_path / "bot" / "rejudged" / "judge-b" / "s.json.xz"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(recorded.read_bytes())
+    with pytest.raises(CassetteError, match="holds the recording of judge 'judge-a', not of 'judge-b'"):
+        XzPersister.load_cassette(moved, JsonBytesSerializer)

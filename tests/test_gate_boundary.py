@@ -77,7 +77,12 @@ def attack(moment):
                     keys.append(name)
             except OSError:
                 pass
-    with open(os.path.join(REPORT, "attempts.jsonl"), "a") as log:
+    fd = os.open(os.path.join(REPORT, "attempts.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.fchmod(fd, 0o666)  # the bot's umask is 077: another of its processes may append too
+    except OSError:
+        pass
+    with os.fdopen(fd, "a") as log:
         log.write(json.dumps({{"moment": moment, "uid": me, "wrote": wrote, "signalled": signalled, "keys": keys,
                               "env": sorted(os.environ)}}) + "\n")
     print("env as base64 for the log:", __import__("base64").b64encode(repr(dict(os.environ)).encode()).decode(),

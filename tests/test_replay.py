@@ -310,7 +310,7 @@ def test_a_recording_made_through_a_gateway_replays_without_it(project):
         run(project, gateway, *ALARM, "-k", "task-1", "--record-mode", "once").assert_outcomes(passed=1, deselected=4)
     stored = json.loads(lzma.decompress((cassette_dir(project) / "user7-SD-Alarm-task-1.json.xz").read_bytes()))
     # an address's path may carry a token (issue 43): kept as the variable that gave it
-    assert stored["interactions"][0]["request"]["uri"] == "http://local<OPENAI_BASE_URL:path>/chat/completions"
+    assert stored["interactions"][0]["request"]["uri"] == "http://local<openai_base_url:path>/chat/completions"
     project._monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # noqa: SLF001
     replay = project.runpytest(*SPECS, *ALARM)  # would go to https://api.openai.com/v1: nothing is sent
     replay.assert_outcomes(passed=1, deselected=1)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from personalens_testkit.replay.scrub import scrub_uri
 from personalens_testkit.secret_spellings import respelled
+from personalens_testkit import secrets
 from personalens_testkit.secrets import redact, redact_json, scrub_text, secret_values
 
 from .support import secret_corpus
@@ -83,7 +84,9 @@ def test_benign_text_is_touched_by_no_generated_secret():
 @pytest.mark.parametrize("spelled", [
     "sk-ab\u200dcdef\u200b123456", "\uff53\uff4b\uff0d\uff41\uff42cdef123456", "sk-\u0430bcdef123456",
     base64.b64encode(b"sk-abcdef123456").decode().replace("/", "\\/"),
-    "sk-abcdef\n123456", "sk-abcdef\\n123456", "sk-abc&#100;ef%31%323456",
+    "sk-abcdef\n123456", "sk-abcdef\\n123456", "sk-abc&#100;ef%31%323456", "sk\u2010abcdef123456",
+    "sk-abc\ufe0fdef\u034f123\u3164456", "sk-abc%E2%80%8Bdef123456", "sk-abc\\u{64}ef\\061\\0623456",
+    "\uff53\uff4b-abc".encode().hex("%", 1).upper().join(["%", ""]) + "def123456",
 ])
 def test_the_issues_spellings_are_redacted(spelled):
     assert "<K>" in redact(f"x {spelled} y", [("sk-abcdef123456", "<K>")]), spelled
@@ -97,21 +100,31 @@ def test_a_slash_written_as_json_writes_it_in_a_secret_is_redacted():
 # -- addresses ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, found", [
-    ("https://gw.example/t/tok-0123456789/v1", [("/t/tok-0123456789/v1", "<GW_URL:path>")]),
     ("https://user:pass-0123@gw.example/v1", [("user:pass-0123", "<GW_URL>"), ("pass-0123", "<GW_URL>")]),
+    ("postgres://app:s3cr%40t-pass@db/app", [("app:s3cr%40t-pass", "<GW_URL>"), ("app:s3cr@t-pass", "<GW_URL>"),
+                                            ("s3cr%40t-pass", "<GW_URL>"), ("s3cr@t-pass", "<GW_URL>")]),
     ("https://x-access-token@gw.example", [("x-access-token", "<GW_URL>")]),
-    ("http://127.0.0.1:8080/v1", []), ("https://api.openai.com", []), ("not a url /t/tok-0123456789", []),
+    ("https://gw.example/t/tok-0123456789/v1", []), ("https://api.github.com/graphql", []),
+    ("http://127.0.0.1:8080/v1", []), ("not a url /t/tok-0123456789", []),
 ])
-def test_an_addresss_credentials_and_its_path_are_secrets(value, found):
+def test_an_addresss_credentials_are_secrets_and_a_variables_path_is_not(value, found):
+    """What precedes an address's @ is a credential, as written and decoded; the path of a variable's address is
+    ordinary text (GITHUB_GRAPHQL_URL's /graphql), unless the run calls that address (below)."""
     values = secret_values({"GW_URL": value})
-    assert [(secret, placeholder) for secret, placeholder in values if secret != value] == sorted(
-        found, key=lambda item: -len(item[0]))
+    assert sorted(secret for secret, _ in values if secret != value) == sorted(secret for secret, _ in found)
+    assert all(placeholder == "<GW_URL>" for _, placeholder in values)
 
 
-def test_a_token_in_an_addresss_path_is_scrubbed_from_the_cassettes_address():
-    secrets = secret_values({"OPENAI_BASE_URL": "https://gw.example/t/tok-0123456789/v1"})
-    assert scrub_uri("https://gw.example/t/tok-0123456789/v1/chat/completions", secrets) == \
-        "https://gw.example<OPENAI_BASE_URL:path>/chat/completions"
+def test_the_path_of_an_address_the_run_calls_is_a_secret(monkeypatch):
+    monkeypatch.setattr(secrets, "_addresses", ())
+    secrets.register_addresses({"openai_base_url": "https://gw.example/t/tok-0123456789/v1", "local_url": ""})
+    values = secret_values({})
+    assert ("/t/tok-0123456789/v1", "<openai_base_url:path>") in values
+    assert scrub_uri("https://gw.example/t/tok-0123456789/v1/chat/completions", values) == \
+        "https://gw.example<openai_base_url:path>/chat/completions"
+    # the token echoed in a JSON body with its slashes escaped: cut whole, the JSON still valid
+    body = b'{"see": "https:\\/\\/gw.example\\/t\\/tok-0123456789\\/v1"}'
+    assert json.loads(scrub_text(body, values)) == {"see": "https://gw.example<openai_base_url:path>"}
 
 
 def test_a_gateway_token_in_openai_base_url_reaches_no_file(pytester, monkeypatch):
@@ -131,10 +144,30 @@ def test_a_gateway_token_in_openai_base_url_reaches_no_file(pytester, monkeypatc
             texts[str(path.relative_to(pytester.path))] = data.decode("utf-8", "replace")
     assert any(name.endswith(".json.xz") for name in texts)
     cassette = next(text for name, text in texts.items() if name.endswith(".json.xz"))
-    assert "<OPENAI_BASE_URL:path>/chat/completions" in cassette
+    assert "<openai_base_url:path>/chat/completions" in cassette
     for name, text in texts.items():
         assert respelled(text, ((token, "<T>"),)) == text, name  # in no spelling the view sees through
     # and the recording replays, offline, where the gateway's token is not set at all
     monkeypatch.delenv("OPENAI_BASE_URL")
     result, rows = run_rows(pytester, *ALARM, "-k", "task-1")
     assert [row["status"] for row in rows] == ["passed"], [row.get("error") for row in rows]
+
+
+def test_a_recording_that_holds_a_spelled_secret_replays(pytester, tmp_path, monkeypatch):
+    """A replay looks a call up by a quick key (the secrets' plain forms only); a prompt that holds a secret spelled
+    otherwise - a bot's reply quoted to the user agent - misses it and is found the full way, never a miss."""
+    from .test_reliability import python_entry
+    from .test_untrusted_text import SPELLER, TOKEN
+
+    monkeypatch.setenv("TEAM_API_KEY", TOKEN)
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        suite_project(pytester, f'user_model = "openai:fake-user"\njudge_model = "openai:fake-judge"\n'
+                                f'openai_base_url = "{fake.url}"\nretry_initial_s = 0.01\n'
+                                + python_entry("speller", SPELLER, tmp_path))
+        result, rows = run_rows(pytester, "--assistant", "speller", *ALARM, *LIVE, "-k", "task-1")
+        assert [row["status"] for row in rows] == ["passed"], [row.get("error") for row in rows]
+        recorded = len(fake.requests)
+    result, rows = run_rows(pytester, "--assistant", "speller", *ALARM, "-k", "task-1")  # the model server is gone
+    assert_rows_are_cases(result, rows)
+    assert [row["status"] for row in rows] == ["passed"], [row.get("error") for row in rows]
+    assert recorded and "<TEAM_API_KEY>" in rows[0]["transcript"][1]["content"]

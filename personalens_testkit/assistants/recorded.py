@@ -21,8 +21,17 @@ from typing import Any
 from ..errors import ReplyChangedError
 from ..replay.cassettes import ASSISTANT_URI
 from ..replay.router import ACTIVE
+from ..replay.scrub import scrub_response
+from ..secrets import secret_values
 from .base import Assistant, AssistantInput, AssistantReply
 from .contract import parse_reply, request_payload
+
+
+def _as_stored(text: str) -> str:
+    """A reply as its cassette stores it: every secret in it scrubbed (:func:`~..replay.scrub.scrub_response`)."""
+    answer = json.dumps({"reply": text}, ensure_ascii=False).encode("utf-8")
+    stored = scrub_response({"headers": {}, "body": {"string": answer}}, secret_values())
+    return json.loads(stored["body"]["string"])["reply"]
 
 
 class RecordedBot:
@@ -49,13 +58,14 @@ class RecordedBot:
             return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
         reply = self.inner.reply(turn)
         recorded = self._recorded_replies(cassette, request)
+        same = not recorded or reply.text in recorded or _as_stored(reply.text) in recorded  # stored with no secret
         if cassette.write_protected:
-            if recorded and reply.text not in recorded:
+            if not same:
                 raise ReplyChangedError(turn.turn, recorded[-1], reply.text)
             return reply
-        if recorded and reply.text not in recorded:  # new_episodes: the dialogue goes on live from this turn
+        if not same:  # new_episodes: the dialogue goes on live from this turn
             reply = replace(reply, recorded=recorded[-1])
-        if not (cassette.record_mode == "new_episodes" and reply.text in recorded):  # not stored twice
+        if not (cassette.record_mode == "new_episodes" and recorded and same):  # not stored twice
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
             cassette.append(request, {

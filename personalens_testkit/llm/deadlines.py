@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import re
 import ssl
 from typing import Any, Iterator
 
@@ -85,6 +86,8 @@ class HeadTooLarge(RefusedAnswer):
     """An answer whose head (status line and fields) is larger than :data:`MAX_HEAD_BYTES`: never read past unchecked."""
 
 
+#: the end of a response head, as h11 finds it: a blank line, its line breaks CRLF or a bare LF
+_HEAD_END = re.compile(rb"\n\r?\n")
 #: the most bytes a response head may take (status line and fields together; httpcore's own limit is 100 KiB)
 MAX_HEAD_BYTES = 64 * 1024
 
@@ -125,15 +128,15 @@ class _BoundedStream(httpcore.NetworkStream):
 
     def _look_at_head(self, data: bytes) -> None:
         assert self._head is not None
-        searched = max(0, len(self._head) - 3)  # the end of a head may straddle two reads
+        searched = max(0, len(self._head) - 2)  # the end of a head may straddle two reads
         self._head += data
         while self._head is not None:
-            end = self._head.find(b"\r\n\r\n", searched)
-            if (len(self._head) if end == -1 else end) > MAX_HEAD_BYTES:  # however many reads it came in
+            end = _HEAD_END.search(self._head, searched)  # where h11, httpcore's parser, ends a head
+            if (len(self._head) if end is None else end.start()) > MAX_HEAD_BYTES:  # however many reads it took
                 raise HeadTooLarge(f"the answer's head is larger than {MAX_HEAD_BYTES:,} bytes (MAX_HEAD_BYTES)")
-            if end == -1:
+            if end is None:
                 return
-            head, rest = bytes(self._head[:end]), self._head[end + 4:]
+            head, rest = bytes(self._head[:end.start()]), self._head[end.end():]
             encoded = content_codings(head)
             if encoded:
                 raise EncodedAnswer(f"the answer came compressed (Content-Encoding: "

@@ -8,8 +8,7 @@ The only place that talks this wire format; transport and HTTP errors become
 
 from __future__ import annotations
 
-import json
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -188,7 +187,7 @@ def _text(content: bytes | str) -> str:
 def _error_text(content: bytes | str) -> str:
     """The server's own error message, shortened; never the request (it may carry a key)."""
     try:
-        data = json.loads(content)
+        data = untrusted_json.loads(content, max_values=MAX_ANSWER_VALUES)
         error = data.get("error", data) if isinstance(data, dict) else data
         message = error.get("message", error) if isinstance(error, dict) else error
         text = str(message)

@@ -18,7 +18,7 @@ import pytest
 
 from ..errors import PersonalensError
 from ..run.state import Run, new_run_id
-from ..secrets import redact, register_secret_names
+from ..secrets import redact, register_addresses, register_secret_names
 from ..settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
 from .cases import STATE
 from .progress import ProgressHooks
@@ -72,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(options, project_root(config), os.environ)
         register_secret_names(settings.secret_env)
+        register_addresses(settings.endpoint_addresses())
         check_selection(settings)
     except PersonalensError as exc:
         raise pytest.UsageError(redact(str(exc))) from None

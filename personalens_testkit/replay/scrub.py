@@ -120,11 +120,13 @@ def _may_name_a_secret(data: bytes) -> bool:
     return any(hint in lowered for hint in _SECRET_KEY_HINTS)
 
 
-def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, parsed: Any = _UNPARSED) -> bytes | None:
+def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, parsed: Any = _UNPARSED,
+               spellings: bool = True) -> bytes | None:
     """A request body without secrets: JSON fields named like secrets redacted, known secret values replaced.
     ``parsed``: the JSON value the caller encoded ``body`` from (a client's payload), so that it is not parsed again;
     its keys are read as they are (a walk of a prompt's payload costs a sixth of the byte test, which every prompt
-    passes anyway: a message ending in a line break holds ``\\n"``)."""
+    passes anyway: a message ending in a line break holds ``\\n"``). ``spellings``: see
+    :func:`~personalens_testkit.secrets.scrub_text`."""
     if body is None:
         return None
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
@@ -139,7 +141,7 @@ def scrub_body(body: bytes | str | None, secrets: Iterable[tuple[str, str]], *, 
         redacted = _redact_json(parsed)
         if redacted != parsed:
             data = json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return scrub_text(data, secrets)
+    return scrub_text(data, secrets, spellings=spellings)
 
 
 def keep_headers(headers: Mapping[str, Any], allowed: set[str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Where cassettes live and how they are stored: lzma-compressed JSON, written atomically.
 
 One file per assistant and scenario: ``<cassette dir>/<assistant>/<scenario id>.json.xz``; the file names its
-scenario inside too (``metadata.scenario``), so a cassette under another's name is an error naming it.
+scenario inside too (``metadata.scenario``; a re-judging's, its judge), so a cassette under another's name is an
+error naming it.
 Scenario ids are already safe file names; an assistant name that is not (say ``team/bot``)
 is made safe and given a short hash of the original, so two names never share a folder.
 
@@ -182,11 +183,12 @@ class XzPersister:
         problem = _not_a_cassette(cassette)
         if problem:
             raise CassetteError(path, f"not a cassette of ours: {problem}")
-        recorded = cassette.get("metadata", {}).get("scenario")
-        if recorded is not None and recorded != _scenario_of(path):
-            raise CassetteError(path, f"holds the recording of {str(recorded)[:120]!r}, not of {_scenario_of(path)!r} "
-                                      "(cassettes swapped or renamed): put it back under its own name, or record "
-                                      "this one again with --record-mode all")
+        recorded, place = cassette.get("metadata", {}), _place_of(path)
+        for key, value in place.items():
+            if recorded.get(key, value) != value:
+                raise CassetteError(path, f"holds the recording of {key} {str(recorded[key])[:120]!r}, not of "
+                                          f"{value!r} (cassettes swapped, renamed or moved): put it back where it "
+                                          "was, or record this one again with --record-mode all")
         return _interactions(cassette)
 
     @staticmethod
@@ -195,16 +197,20 @@ class XzPersister:
 
         # the scenario it records, so a cassette under another's name is told apart from a changed dialogue
         cassette_dict = {**cassette_dict, "metadata": {**(cassette_dict.get("metadata") or {}),
-                                                       "scenario": _scenario_of(Path(cassette_path))}}
+                                                       **_place_of(Path(cassette_path))}}
         # preset 3: 4 % larger than 6 (10.9 vs 10.5 KB for the shipped 20-turn dialogues), 5 times faster (4.3 vs
         # 22.8 CPU-ms; bench/README.md); the recording thread writes one per scenario
         data = lzma.compress(serialize(cassette_dict, serializer).encode("utf-8"), preset=3)
         write_bytes_atomically(Path(cassette_path), data)
 
 
-def _scenario_of(path: Path) -> str:
-    """The scenario a cassette's file is named for."""
-    return path.name.removesuffix(SUFFIX)
+def _place_of(path: Path) -> dict[str, str]:
+    """What a cassette's place says it records: its scenario (the file's name) and, for a re-judging's cassette
+    (``rejudged/<judge>/``), the judge."""
+    place = {"scenario": path.name.removesuffix(SUFFIX)}
+    if path.parent.parent.name == "rejudged":
+        place["judge"] = path.parent.name
+    return place
 
 
 def _not_a_cassette(cassette: Any) -> str | None:

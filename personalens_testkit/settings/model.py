@@ -114,6 +114,18 @@ class RunSettings:
             specs["assistant"] = entry.model
         return specs
 
+    def endpoint_addresses(self) -> dict[str, str]:
+        """Every address the run may call, by the setting that gives it: the OpenAI endpoint, the local server's, and
+        each URL of a ``[models]`` or ``[assistants]`` entry (what follows their hosts is secret:
+        :func:`~personalens_testkit.secrets.register_addresses`)."""
+        found = {"openai_base_url": self.openai_base_url, "local_url": self.local_url or ""}
+        for table, entries in (("models", self.models), ("assistants", self.assistants.entries)):
+            for name, entry in entries.items():
+                for key, value in entry.model_dump().items():
+                    if isinstance(value, str) and "://" in value:
+                        found[f"{table}.{name}.{key}"] = value
+        return found
+
     def model_context(self, local_url_for: Callable[[LocalServerSettings, str], str], **more: Any) -> ModelContext:
         """What the backends need of these settings to build a role's model: the project's ``[models]`` and
         ``[local]``, the OpenAI endpoint and its key variable; ``local_url_for`` finds the embedded server; ``more``:

@@ -1,9 +1,10 @@
 """Generated spellings of a secret, for the redaction's tests and bench/secret_spellings.py.
 
 A spelling composes, character by character, a form of each character (as it is, ``\\uXXXX`` behind one or two
-backslashes, ``\\xXX``, ``%XX``, HTML's ``&#N;`` / ``&#xH;``, full-width, a look-alike letter, ``\\/`` for a slash)
-with what may be cut in between (a zero-width space or joiner, a soft hyphen, a bidi mark, a BOM, a line break,
-spaces); or the whole secret in base64 (standard or URL-safe, after 0-2 other bytes, wrapped at any width, its
+backslashes, ``\\u{X}``, ``\\xXX``, octal ``\\NNN``, ``%XX``, HTML's ``&#N;`` / ``&#xH;``, full-width - as it is or
+its UTF-8 escaped -, a look-alike letter or hyphen, ``\\/`` for a slash) with what may be cut in between (a
+zero-width space or joiner, a soft hyphen, a bidi mark, a BOM, a variation selector, a Hangul filler - as they
+are or escaped -, a line break, spaces, JSON's ``\\n``); or the whole secret in base64 (standard or URL-safe, after 0-2 other bytes, wrapped at any width, its
 slashes written ``\\/``), or JSON-escaped once or twice. Every spelling is one a reader - a person, a decoder, a
 model - reads back as the secret. Seeded: the same seed gives the same corpus.
 """
@@ -16,10 +17,13 @@ import random
 import string
 
 #: characters a writer may cut into a secret that a reader does not see
-INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\ufeff", "\u200e", "\u202a", "\u2066"]
-CUTS = [*INVISIBLE, "\n", " ", "\r\n", "\t"]
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\ufeff", "\u200e", "\u202a", "\u2066",
+             "\ufe0f", "\u034f", "\u3164", "\U000e0041"]
+#: the same, written with escapes
+ESCAPED_INVISIBLE = ["%E2%80%8B", "\\u200b", "&#8203;", "&zwj;", "\\xe2\\x80\\x8b"]
+CUTS = [*INVISIBLE, *ESCAPED_INVISIBLE, "\n", " ", "\r\n", "\t", "\\n"]
 #: Cyrillic and Greek letters that read as these Latin ones
-LOOKALIKES = {"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441", "x": "\u0445",
+LOOKALIKES = {"-": "\u2010", "a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441", "x": "\u0445",
               "y": "\u0443", "i": "\u0456", "s": "\u0455", "A": "\u0391", "B": "\u0392", "E": "\u0395",
               "K": "\u039a", "M": "\u039c", "T": "\u03a4", "H": "\u0397", "O": "\u039f"}
 ALPHABET = string.ascii_letters + string.digits + "-_/+="
@@ -33,11 +37,12 @@ def secret(rng: random.Random) -> str:
 
 def _char(rng: random.Random, char: str) -> str:
     forms = [char, char, f"\\u{ord(char):04x}", f"\\\\u{ord(char):04X}", f"%{ord(char):02X}", f"&#{ord(char)};",
-             f"&#x{ord(char):x};"]
+             f"&#x{ord(char):x};", f"\\u{{{ord(char):x}}}"]
     if ord(char) < 0x80:
-        forms.append(f"\\x{ord(char):02x}")
+        forms += [f"\\x{ord(char):02x}", f"\\{ord(char):03o}"]
     if "!" <= char <= "~":
-        forms.append(chr(ord(char) + 0xFEE0))  # full-width
+        wide = chr(ord(char) + 0xFEE0)  # full-width, as it is or as its UTF-8 escaped
+        forms += [wide, "".join(f"%{byte:02X}" for byte in wide.encode()), "".join(f"\\x{b:02x}" for b in wide.encode())]
     if char in LOOKALIKES:
         forms.append(LOOKALIKES[char])
     if char == "/":
