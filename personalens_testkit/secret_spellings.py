@@ -71,13 +71,12 @@ _SHORTEST_FORM = 4
 _MOST_FOLDED = 64
 
 
-def _blanked(text: Any, escapes: tuple[tuple[Any, Any], ...]) -> Any:
+def _blanked(text: str) -> str:
     """``text`` with JSON's one-letter escapes (:data:`_SHORT`) read as characters of their own length."""
-    backslash = escapes[-1][0][:1]
-    if backslash not in text:
+    if "\\" not in text:
         return text
-    run = next(count for count in (8, 4, 2, 1) if backslash * count in text)  # the longest run, at least
-    for escape, same_length in escapes[-5 * (2 * run - 1 if run < 8 else 8):]:
+    run = next(count for count in (8, 4, 2, 1) if "\\" * count in text)  # the longest run, at least
+    for escape, same_length in _SHORT[-5 * (2 * run - 1 if run < 8 else 8):]:
         if escape in text:
             text = text.replace(escape, same_length)
     return text
@@ -122,7 +121,7 @@ class _View:
         self.text = text
         #: per escape decoded: (start, end) in the text, and how many characters it stands for
         self._escapes: list[tuple[int, int, int]] = []
-        text = _blanked(text, _SHORT)
+        text = _blanked(text)
         if any(start in text for start in _ESCAPE_STARTS):
             text = _ESCAPES.sub(self._decode, text)
         #: JSON's escaped backslash, as one backslash (and a space: the same length)
