@@ -302,3 +302,45 @@ def test_a_judge_gzip_bomb_behind_a_head_over_64_kib_in_two_parts_is_refused_unr
     assert "head is larger than 65,536 bytes" in row["error"]["message"], row["error"]
     assert not row.get("scores")
     assert peak_kib < 250_000, peak_kib  # before: the bomb decoded whole, 14.5 GB
+
+
+def converse_server(body: bytes):
+    class Converse(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return serve(Converse)
+
+
+@pytest.mark.parametrize("content, read", [
+    ('[{"text": "4", "text": "1"}]', None),
+    ('[{"toolUse": {"toolUseId": "a", "name": "s", "input": {"score": 4, "score": 1}}}]', None),
+    ('[{"text": "4"}]', "4"),
+])
+def test_a_bedrock_answer_is_read_by_the_same_rule_through_botocore(content, read):
+    """botocore parses a Converse answer with json (the last of a key given twice wins): the answer is read by our
+    rule first (before-parse), over real HTTP - an error, never one of its readings."""
+    from personalens_testkit.llm.bedrock import BedrockChat
+
+    body = ('{"output": {"message": {"role": "assistant", "content": ' + content + '}}, "stopReason": "end_turn", '
+            '"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}, "metrics": {"latencyMs": 1}}').encode()
+    server = converse_server(body)
+    try:
+        chat = BedrockChat(spec="bedrock:m", model_id="anthropic.claude-3-haiku-20240307-v1:0", region="us-east-1",
+                           endpoint_url=f"http://127.0.0.1:{server.server_address[1]}", replay_only=True,
+                           read_timeout_s=10)
+        if read is None:
+            with pytest.raises(ModelError, match="given twice"):
+                chat.complete(ASK)
+        else:
+            assert chat.complete(ASK).text == read
+    finally:
+        server.shutdown()

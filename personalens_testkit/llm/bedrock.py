@@ -25,8 +25,10 @@ import json
 import os
 from typing import Any, Literal
 
+from .. import untrusted_json
 from ..errors import ModelError
 from ..timebox import TimeLimit, call_by_deadline
+from ..untrusted_json import MAX_ANSWER_VALUES
 from .base import ChatRequest, ChatResponse, Message
 from .timeouts import CONNECT_S, timed_out
 
@@ -143,7 +145,15 @@ def make_client(
         raise ModelError("no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the model's config entry")
     client = session.client("bedrock-runtime", config=config, endpoint_url=endpoint_url)
     client.meta.events.register_first("needs-retry.*", _never_retry_a_replay_miss)
+    client.meta.events.register("before-parse.bedrock-runtime.Converse", _read_unambiguously)
     return client
+
+
+def _read_unambiguously(response_dict: dict[str, Any], **_: Any) -> None:
+    """Before botocore parses a Converse answer: its JSON read within a bound on its values and without a key given
+    twice (``"text"`` twice in a content block: botocore would keep the last) - else an error, never one reading."""
+    if response_dict.get("status_code", 200) < 300:
+        untrusted_json.loads(response_dict.get("body") or b"{}", max_values=MAX_ANSWER_VALUES)
 
 
 def _never_retry_a_replay_miss(caught_exception: BaseException | None = None, **_: Any) -> None:
@@ -231,6 +241,11 @@ class BedrockChat:
         except TimeLimit as exc:
             assert exc.deadline is not None
             raise timed_out("no answer", exc.deadline, model=self.spec) from None
+        except untrusted_json.UntrustedJsonError as exc:
+            raise ModelError(f"ambiguous or oversized Converse answer: {exc}", model=self.spec, retryable=True) from exc
+        except UnicodeDecodeError as exc:
+            raise ModelError(f"malformed Converse answer: not UTF-8 ({exc.reason})", model=self.spec,
+                             retryable=True) from exc
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code = error.get("Code", "ClientError")
