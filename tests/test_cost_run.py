@@ -165,3 +165,27 @@ def test_a_budget_with_an_unpriced_role_is_refused(project):
     assert ("--max-cost: the judge's cost is unknown (no price for openai:unpriced-judge (add "
             '[tool.personalens.prices."unpriced-judge"])): a budget needs every spending role priced') in result.stderr.str()
     assert not list(Path(project.path).glob("personalens-results/*/results.jsonl"))
+
+
+@pytest.mark.parametrize("spread", [["--concurrency", "4"], ["-n", "2", "--concurrency", "2"]], ids=["threads", "xdist"])
+def test_a_budget_stop_keeps_the_row_of_every_case_started_ahead(project, spread):
+    """With --concurrency, cases are evaluated ahead of their pytest cases: spent, their cassettes written, their
+    rows still to come. A stop keeps every one of those rows (before, pytest's loop ended at once: 6 cassettes, 1
+    row), and the report's cost is the rows' - what the model server answered."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url, "-k", "Alarm-task-1").assert_outcomes(passed=1)
+    one_case = report(project)["cost"]["total_spent"]
+    cassettes = project.path / "cassettes" / "reference"
+    for path in cassettes.glob("*.json.xz"):
+        path.unlink()
+    with FakeLLM(Script(terminate_after=1, delay_s=0.05)) as fake:
+        stopped = run(project, fake.url, "--max-cost", f"{one_case * 2.5:.8f}", *spread)
+        served = len(fake.requests)
+    assert "STOPPED early: the budget" in stopped.stdout.str(), stopped.stdout.str()[-3000:]
+    rows = read_rows(latest_results(project.path))
+    recorded = sorted(path.name.removesuffix(".json.xz") for path in cassettes.glob("*.json.xz"))
+    assert sorted(row["scenario_id"] for row in rows) == recorded  # every case that ran has its row
+    data = report(project)
+    assert data["counts"]["not_run"] == 13 - len(rows)
+    calls = sum(1 for row in rows for call in row["calls"] if not call.get("replayed"))
+    assert calls == served  # every call the server answered is in a row, and so in the cost

@@ -115,12 +115,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """A run told to stop (a full disk, a dead endpoint) starts no further case, in any process."""
+    """A run told to stop (a full disk, a dead endpoint, its budget) starts no further case, in any process; a case
+    already started ahead (``--concurrency``) still runs to its row, wherever it stands in the order."""
     run = item.config.stash.get(STATE, None)
     if run is None or item.get_closest_marker(MARKER) is None:
         return None
     reason = run.stop_signal.reason()
     if reason is None or run.runner.started(item.nodeid):  # a case already under way ahead keeps its row
         return None
-    item.session.shouldstop = f"personalens: stopped: {reason}"
+    if not run.runner.waiting_ahead():  # pytest's loop ends here, once no case started ahead waits for its row
+        item.session.shouldstop = f"personalens: stopped: {reason}"
     return True  # not run: no report, no row

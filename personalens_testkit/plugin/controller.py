@@ -53,15 +53,17 @@ class ControllerHooks:
         return (yield)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Write the case's row. A stop it leads to is raised as the run's stop signal, which every process reads
+        before each case (pytest_runtest_protocol): no further case starts, and each case under way - in a worker, or
+        started ahead - keeps its row. Under xdist, the workers are also told to shut down once their queued cases
+        are done (xdist reads their reports until then); in one process pytest's loop is left to the protocol hook,
+        which ends it once no case started ahead waits for its row."""
         carried = row_of(report)
         reason = None if carried is None or self.run.writer is None else \
             self.controller.record(carried["row"], carried["error"], report.nodeid)
-        if reason is not None and self.session is not None:  # no further case starts, here or in a worker
-            message = f"personalens: stopped: {reason}"
-            self.session.shouldstop = message
-            dsession = self.session.config.pluginmanager.getplugin("dsession")
-            if dsession is not None:
-                dsession.shouldstop = message
+        dsession = self.session.config.pluginmanager.getplugin("dsession") if self.session is not None else None
+        if reason is not None and dsession is not None:
+            dsession.shouldstop = f"personalens: stopped: {reason}"
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""

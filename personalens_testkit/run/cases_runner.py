@@ -75,6 +75,10 @@ class CaseRunner:
         """Whether this case's evaluation was started ahead of its pytest case."""
         return self._ahead is not None and self._ahead.started(nodeid)
 
+    def waiting_ahead(self) -> bool:
+        """Whether a case started ahead still waits for its pytest case (its row is not written yet)."""
+        return self._ahead is not None and self._ahead.waiting()
+
     def evaluate_case(self, nodeid: str, scenario: Scenario, repeat: int = 1) -> Evaluation:
         """A pytest case's evaluation: from the ones under way ahead, or made now; never raises."""
         try:

@@ -56,6 +56,11 @@ class EvaluateAhead:
         with self._lock:
             return key in self._started
 
+    def waiting(self) -> bool:
+        """Whether a case started ahead still waits for pytest to take its evaluation (and write its row)."""
+        with self._lock:
+            return bool(self._futures)
+
     def result(self, key: str) -> Evaluation:
         """The evaluation of this case; meanwhile ``workers`` cases stay under way, from this one on."""
         with self._lock:
