@@ -21,6 +21,7 @@ import pytest
 from personalens_testkit.assistants.sandbox import processes_of
 
 from .support.fake_llm import FakeLLM, Script
+from .support.reachable import tmp_path  # noqa: F401 - a folder the bot can reach
 from .test_pr_gate import CASES, commit, environment, git, judge_rule, main_repo, personalens, pr  # noqa: F401
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a user id of the bot's own needs root (CI runs as root)")
@@ -77,12 +78,7 @@ def attack(moment):
                     keys.append(name)
             except OSError:
                 pass
-    fd = os.open(os.path.join(REPORT, "attempts.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        os.fchmod(fd, 0o666)  # the bot's umask is 077: another of its processes may append too
-    except OSError:
-        pass
-    with os.fdopen(fd, "a") as log:
+    with open(os.path.join(REPORT, "attempts.jsonl"), "a") as log:
         log.write(json.dumps({{"moment": moment, "uid": me, "wrote": wrote, "signalled": signalled, "keys": keys,
                               "env": sorted(os.environ)}}) + "\n")
     print("env as base64 for the log:", __import__("base64").b64encode(repr(dict(os.environ)).encode()).decode(),

@@ -25,6 +25,8 @@ from personalens_testkit.assistants.boundary import probe, protected_paths
 from personalens_testkit.assistants.bot_identity import bot_env_names, open_sandbox, pick_uid
 from personalens_testkit.assistants.sandbox import ALLOWED_ENV, Sandbox, processes_of
 
+from .support.reachable import tmp_path  # noqa: F401 - a folder the bot can reach
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a user id of the bot's own needs root (CI runs as root)")
 
 KEY = "sk-test-judge-key-0123456789abcdef"

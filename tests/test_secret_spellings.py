@@ -107,9 +107,10 @@ def test_a_slash_written_as_json_writes_it_in_a_secret_is_redacted():
     ("https://gw.example/t/tok-0123456789/v1", []), ("https://api.github.com/graphql", []),
     ("http://127.0.0.1:8080/v1", []), ("not a url /t/tok-0123456789", []),
 ])
-def test_an_addresss_credentials_are_secrets_and_a_variables_path_is_not(value, found):
+def test_an_addresss_credentials_are_secrets_and_a_variables_path_is_not(value, found, monkeypatch):
     """What precedes an address's @ is a credential, as written and decoded; the path of a variable's address is
     ordinary text (GITHUB_GRAPHQL_URL's /graphql), unless the run calls that address (below)."""
+    monkeypatch.setattr(secrets, "_addresses", ())  # none the run calls (an in-process run registers its own)
     values = secret_values({"GW_URL": value})
     assert sorted(secret for secret, _ in values if secret != value) == sorted(secret for secret, _ in found)
     assert all(placeholder == "<GW_URL>" for _, placeholder in values)
