@@ -61,8 +61,10 @@ class ControllerHooks:
         carried = row_of(report)
         reason = None if carried is None or self.run.writer is None else \
             self.controller.record(carried["row"], carried["error"], report.nodeid)
-        dsession = self.session.config.pluginmanager.getplugin("dsession") if self.session is not None else None
-        if reason is not None and dsession is not None:
+        if reason is None or self.session is None:
+            return
+        dsession = self.session.config.pluginmanager.getplugin("dsession")
+        if dsession is not None:
             dsession.shouldstop = f"personalens: stopped: {reason}"
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
