@@ -68,6 +68,7 @@ from personalens_testkit.data.selection import Selection, select_scenarios  # no
 from personalens_testkit.calibration.retest import drift_margins, measure  # noqa: E402
 from personalens_testkit.gating.compare import compare_rows  # noqa: E402
 from personalens_testkit.gating.expectations import PASS, Expectations, case_verdict, from_rows  # noqa: E402
+from personalens_testkit.gating.planning import plan  # noqa: E402
 from personalens_testkit.gating.thresholds import (  # noqa: E402
     Thresholds, default_thresholds_path, load_thresholds, shortfalls,
 )
@@ -88,7 +89,20 @@ COMPLETION_MD_ON_GATE = 0.75  # judged 0.75 * 0.9 + 0.25 * 0.1 = 0.70: the md co
 MOVE, FLIP = 0.3, 0.1
 RATED = ("naturalness_user", "naturalness_assistant", "coherence_user", "coherence_assistant")
 
-CASES = ("no change", "drop 0.1", "drop 0.2", "drop 0.3", "on gate")
+#: the judge's drift in the "judge drift" bot: today's judge rates 0.03 of a level lower on every rated scale, and
+#: finds 1 point fewer tasks completed (thresholds.yaml's default drifts)
+DRIFT_RATING, DRIFT_COMPLETION = 0.03, 0.01
+CASES = ("no change", "judge drift", "drop 0.1", "drop 0.2", "drop 0.3", "on gate", "personalization -0.2",
+         "completion -0.05")
+
+
+def judged_drop_factor() -> float:
+    """How much of a true personalization drop (a scenario above level 1 down one level) the judge shows: a level
+    at an end of the scale is judged MOVE inward on average."""
+    judged = [v + (MOVE if v == 1 else -MOVE if v == 4 else 0.0)
+              for v in PERSONALIZATION_LEVELS]
+    steps = [(judged[i] - judged[i - 1]) * PERSONALIZATION_P[i] for i in range(1, len(judged))]
+    return sum(steps) / (1 - PERSONALIZATION_P[0])
 
 
 def judged_mean(levels: tuple[int, ...], p: tuple[float, ...]) -> float:
@@ -147,13 +161,30 @@ def judge_ratings(true: np.ndarray, low: int, high: int, rng: np.random.Generato
     return np.where(moved, true + step, true)
 
 
-def judge_run(truth: dict[str, np.ndarray], k: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """K judged tries of every scenario: arrays of shape (n, k)."""
+def drifted(judged: np.ndarray, low: int, amount: float, rng: np.random.Generator) -> np.ndarray:
+    """A judge that rates ``amount`` of a level lower on average: a rating above the scale's foot moves down one
+    level with the probability that lowers the mean by ``amount``."""
+    above = judged > low
+    share = float(above.mean()) if above.size else 0.0
+    if share == 0.0:
+        return judged
+    return np.where(above & (rng.random(judged.shape) < min(1.0, amount / share)), judged - 1, judged)
+
+
+def judge_run(truth: dict[str, np.ndarray], k: int, rng: np.random.Generator, drift: bool = False
+              ) -> dict[str, np.ndarray]:
+    """K judged tries of every scenario: arrays of shape (n, k); ``drift``: by today's drifted judge."""
     tiled = {name: np.repeat(values[:, None], k, axis=1) for name, values in truth.items()}
     judged = {"task_completion": tiled["task_completion"] ^ (rng.random(tiled["task_completion"].shape) < FLIP),
               "personalization": judge_ratings(tiled["personalization"], 1, 4, rng)}
     for name in RATED:
         judged[name] = judge_ratings(tiled[name], 1, 5, rng)
+    if drift:
+        judged["task_completion"] = drifted(judged["task_completion"].astype(int), 0, DRIFT_COMPLETION,
+                                            rng).astype(bool)
+        judged["personalization"] = drifted(judged["personalization"], 1, DRIFT_RATING, rng)
+        for name in RATED:
+            judged[name] = drifted(judged[name], 1, DRIFT_RATING, rng)
     return judged
 
 
@@ -207,18 +238,24 @@ def simulate(sample: Sample, thresholds: Thresholds, n: int, k: int, case: str, 
         truth[name] = rng.choice(RATING_LEVELS, size=len(chosen), p=RATING_P)
     base_rows = build_rows(sample, chosen, judge_run(truth, k, rng), thresholds, None)
     expectations = Expectations(scenarios=from_rows(base_rows))
-    if case.startswith("drop"):
-        d = float(case.split()[1])
+    if case.startswith(("drop", "personalization")):
+        # "drop d": the true mean lower by d; "personalization -d": the judged mean lower by d (the margin's terms)
+        d = float(case.split()[1]) if case.startswith("drop") else -float(case.split()[1]) / judged_drop_factor()
         level = truth["personalization"]
         drops = (level > 1) & (rng.random(len(level)) < d / (1 - PERSONALIZATION_P[0]))
         truth = {**truth, "personalization": level - drops}
-    rows = build_rows(sample, chosen, judge_run(truth, k, rng), thresholds, expectations)
+    if case.startswith("completion"):  # the true completion rate lower by 0.05: judged 0.05 * (1 - 2 FLIP) lower
+        d = -float(case.split()[1]) / (1 - 2 * FLIP)
+        done = truth["task_completion"]
+        truth = {**truth, "task_completion": done & ~(rng.random(len(done)) < d / max(float(done.mean()), 1e-9))}
+    rows = build_rows(sample, chosen, judge_run(truth, k, rng, drift=case == "judge drift"), thresholds, expectations)
 
     # as run/finish.py: the comparison, then the report (which decides the verdict)
     rules = thresholds.aggregate
     measured = drift_margins(measure(rows))  # no row is judged twice here: every measured margin is 0
     comparison = compare_rows(base_rows, rows, margin=MARGIN, confidence=rules.confidence, min_n=rules.min_n,
-                              max_missing=rules.max_infrastructure_errors, measured=measured)
+                              max_missing=rules.max_infrastructure_errors, measured=measured,
+                              margins=rules.margin, drifts=rules.drift)
     report = build_report(rows, thresholds, run={}, settings={}, gates_enforced=True, comparison=comparison,
                           expectations=expectations, problems=[], calibration=None, baseline=base_rows)
     return read_verdict(report, len(rows))
@@ -300,7 +337,9 @@ def main() -> None:
                              "runs / 32): 240 at n = 400, 23 at n = 4,096")
     parser.add_argument("--runs-at", default="", metavar="N=RUNS,...",
                         help="runs per cell at a size, overriding the rule above (e.g. 400=400,4096=100)")
-    parser.add_argument("--sizes", default="25,100,400,4096", help="numbers of scenarios (default 25,100,400,4096)")
+    parser.add_argument("--sizes", default="25,100,400,plan,4096",
+                        help="numbers of scenarios; plan: the size `personalens plan` recommends for the thresholds "
+                             "(default 25,100,400,plan,4096)")
     parser.add_argument("--repeats", default="1,3", help="tries per scenario, K (default 1,3)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"which bots (default {','.join(CASES)})")
     parser.add_argument("--quick", action="store_true", help="4 runs per cell at n = 25 and 100 (a smoke test)")
@@ -312,7 +351,8 @@ def main() -> None:
     if args.quick:
         args.runs, args.sizes, args.runs_at = 4, "25,100", ""
     try:
-        sizes = [int(x) for x in args.sizes.split(",")]
+        planned = plan(load_thresholds(args.thresholds).aggregate)
+        sizes = [min(planned.needed or 4096, 4096) if x.strip() == "plan" else int(x) for x in args.sizes.split(",")]
         repeats = [int(x) for x in args.repeats.split(",")]
         override = {int(a): int(b) for a, b in (x.split("=") for x in args.runs_at.split(",") if x.strip())}
     except ValueError as exc:
@@ -332,6 +372,7 @@ def main() -> None:
 
     thresholds = load_thresholds(args.thresholds)
     print(f"thresholds: {args.thresholds}")
+    print("\n".join(planned.lines(4096)))
     print("\n".join(model_lines()))
     began = time.perf_counter()
     results: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(cells))}
@@ -355,13 +396,14 @@ def main() -> None:
     margin = "its default (the judge's measured drift: 0, nothing judged twice)" if MARGIN is None else f"{MARGIN:g}"
     print(f"gates: {gates}; min_n {thresholds.aggregate.min_n}; --baseline-margin {margin}")
     print()
-    print("| n | K | bot | runs | P(red) [95% CI] | P(inconclusive) [95% CI] | red from: cases / gates / baseline "
-          "| cases regressed / unconfirmed (mean share) | detectable drop stated (mean) | s per run |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| n | K | bot | runs | P(green) [95% CI] | P(red) [95% CI] | P(inconclusive) [95% CI] | red from: cases / "
+          "gates / baseline | cases regressed / unconfirmed (mean share) | detectable drop stated (mean) | s per run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for cell, (n, k, case) in enumerate(cells):
         found = results[cell]
         runs = len(found)
         red = sum(1 for f in found if f["outcome"] == "regressed")
+        green = sum(1 for f in found if f["outcome"] == "passed")
         unsure = sum(1 for f in found if f["outcome"] == "inconclusive")
         why = " / ".join(f"{sum(1 for f in found if f['outcome'] == 'regressed' and f[w]) / runs:.2f}"
                          for w in ("cases", "gates", "baseline"))
@@ -369,8 +411,25 @@ def main() -> None:
         unconfirmed = sum(f["unconfirmed_share"] for f in found) / runs
         drops = [f["drop"] for f in found if f["drop"] is not None]
         stated = f"{sum(drops) / len(drops):.3f} ({len(drops)} of {runs})" if drops else "none stated"
-        print(f"| {n:,} | {k} | {case} | {runs} | {rate(red, runs)} | {rate(unsure, runs)} | {why} | "
+        print(f"| {n:,} | {k} | {case} | {runs} | {rate(green, runs)} | {rate(red, runs)} | {rate(unsure, runs)} | {why} | "
               f"{shares:.3f} / {unconfirmed:.3f} | {stated} | {seconds[cell] / runs:.3f} |")
+    print()
+    print("targets (issue 44): no change or judge drift: red <= 5 % at every n; a drop of the margin: green <= 5 % at "
+          f"every n; at the planned n ({planned.needed:,}): a drop of the margin red >= 90 %, no change green >= 80 %")
+    for cell, (n, k, case) in enumerate(cells):
+        found = results[cell]
+        share = {o: sum(1 for f in found if f["outcome"] == o) / len(found) for o in ("passed", "regressed")}
+        checks = []
+        if case in ("no change", "judge drift", "on gate"):
+            checks.append(("red <= 5%", share["regressed"] <= 0.05))
+        if case in ("personalization -0.2", "completion -0.05"):
+            checks.append(("green <= 5%", share["passed"] <= 0.05))
+            if n == planned.needed:
+                checks.append(("red >= 90%", share["regressed"] >= 0.9))
+        if case in ("no change", "judge drift") and n == planned.needed:
+            checks.append(("green >= 80%", share["passed"] >= 0.8))
+        if checks:
+            print(f"  n={n:,} K={k} {case}: " + ", ".join(f"{what} {'met' if ok else 'MISSED'}" for what, ok in checks))
     print()
     print("what failed (share of runs; a run can fail on several):")
     for cell, (n, k, case) in enumerate(cells):

@@ -216,7 +216,7 @@ def test_bot_errors_count_against_the_bot_and_a_baseline_counts_what_is_missing(
         "*",
         "coverage: FAILED: the candidate leaves 9 of the base's 17 scored scenarios unscored (0 missing, 9 errored): "
         "more than 5%",
-        "verdict: a significant drop beyond the margin; the coverage fails",
+        "verdict: a significant drop beyond the judge's drift; the coverage fails",
     ])
     # the same verdict from the command, on the rows alone
     capsys.readouterr()
@@ -288,8 +288,9 @@ def test_repeats_are_clusters_so_n_counts_scenarios(tmp_path, capsys, monkeypatc
     assert report_twice["gates"][0]["estimate"] == report_once["gates"][0]["estimate"]
     assert report_twice["gates"][0]["estimate"]["n"] == 4 and code_once == code_twice == 0
     assert report_once["gates"][0]["decision"] == report_twice["gates"][0]["decision"] == "undecided"
-    assert any(line.startswith("  gate Personalization, all, lower bound of the 95% CI: INCONCLUSIVE, not passed: 1.000 "
-                               "vs threshold 1.2 (mean 1.500 [1.000, 3.279], n=4") for line in out.splitlines())
+    assert any(line.startswith("  gate Personalization, all, lower bound of the 95% CI: INCONCLUSIVE, not passed: mean "
+                               "1.500 [1.000, 3.279], n=4, threshold 1.2: not shown at or above 1.2 (green), nor below "
+                               "1.17 (red); it rules out a value below 1; about 8 more scenarios") for line in out.splitlines())
     # tries that differ: the noise floor is printed beside the gates
     noisy = once + [{**row, "repeat": 2, "scores": {**row["scores"], "personalization": 3}} for row in once]
     _, report, out = _report(tmp_path, noisy, capsys)
@@ -396,7 +397,10 @@ def test_compare_checks_its_confidence_and_reads_the_thresholds(tmp_path, capsys
     (tmp_path / "thresholds.yaml").write_text("version: 1\naggregate:\n  confidence: 0.9\n  min_n: 20\n")
     assert cli(["compare", str(rows), str(rows)]) == 0
     out = capsys.readouterr().out
-    assert "(candidate - base; 90% CI, Student-t over scenarios; margin 0 (none measured: no dialogue" in out
+    assert ("(candidate - base; 90% CI, Student-t over scenarios; green at or above -margin (TCR 0.05, P 0.2, Nat. 0.2, "
+            "Coh. 0.2), red below -drift (TCR 0.01, P 0.03, Nat. 0.03, Coh. 0.03))") in out
+    assert "verdict: inconclusive: 0 gated difference(s) shown neither within the margin nor below the drift, 4 not " \
+           "evaluated (too few scenarios)" in out
     assert "  all                      P      n=12    +0.000 [-0.*] (not evaluated: too few scenarios)" not in out
     assert " (not evaluated: too few scenarios)" in out
 

@@ -53,7 +53,7 @@ def run_dir(project: pytest.Pytester) -> Path:
 
 
 def test_summary_report_files_and_a_passing_gate(project):
-    gates_file(project, "{metric: personalization, scope: overall, statistic: mean, min: 2.5}")
+    gates_file(project, "{metric: personalization, scope: overall, statistic: mean, min: 1.7}")
     with FakeLLM(Script(terminate_after=1)) as fake:
         result = run(project, fake, *ALARM)
     assert result.ret == 0
@@ -66,7 +66,8 @@ def test_summary_report_files_and_a_passing_gate(project):
         "per domain (single-domain scenarios)",
         "Alarm                4       0     0*",
         "aggregate gates:",
-        "  gate Personalization, all, mean: passed: 3.000 vs threshold 2.5 (mean 3.000 [[]1.577, 4.000], n=4)",
+        # green only when shown: the interval's low end at or above the threshold less the margin (1.7 - 0.2)
+        "  gate Personalization, all, mean: passed: 3.000 vs threshold 1.7 (mean 3.000 [[]1.577, 4.000], n=4)",
         "calls and tokens: user agent 8 calls, * prompt + * completion; assistant 8 calls, *; judge 24 calls, *",
         "personalens: JSON report -> */report.json",
         "personalens: JUnit XML report -> */junit.xml",
@@ -98,8 +99,8 @@ def test_a_gate_above_the_achieved_value_fails_the_run_with_its_reason(project):
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "personalens: inconclusive: gate Personalization, single-domain, lower bound of the 95% CI: INCONCLUSIVE, not "
-        "passed: 1.577 vs threshold 3.5 (mean 3.000 [[]1.577, 4.000], n=4: not shown below it, nor at or above it; "
-        "about * more scenarios would likely decide it)",
+        "passed: mean 3.000 [[]1.577, 4.000], n=4, threshold 3.5: not shown at or above 3.5 (green), nor below 3.47 "
+        "(red); it rules out a value below 1.58; about * more scenarios would likely decide it",
     ])
     # no md case: not evaluated - not a pass, and not a failure unless the thresholds say so
     assert ("gate Task completion rate, multi-domain, mean: NOT EVALUATED, not passed (n=0 scenarios; a gate "
@@ -229,17 +230,17 @@ def test_a_baseline_gate_fails_on_a_significant_drop(project):
         "coverage: 13 of the base's 13 scored scenarios paired; only in base 0, only in candidate 0, errored in the "
         "candidate 0, errored in the base 0*",
         "  all                      P      n=13    -2.000 [[]*] SIGNIFICANT DROP*",
-        "verdict: a significant drop beyond the margin",
-        "personalens: FAILED baseline: a score dropped significantly beyond the margin*",
+        "verdict: a significant drop beyond the judge's drift",
+        "personalens: FAILED baseline: a score dropped significantly beyond the judge's drift*",
     ])
     junit = ET.parse(run_dir(project) / "junit.xml").getroot()
     (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
     outcomes = {case.get("name"): "failed" if case.find("failure") is not None else "passed" for case in checks}
     assert outcomes == {"infrastructure errors": "passed", "baseline coverage": "passed",
                         "baseline comparison": "failed"}
-    # a margin wider than the drop tolerates it
+    # a margin wider than the drop's whole interval tolerates it: shown within the margin is green
     with FakeLLM(worse) as fake:
-        tolerant = run(project, fake, *WIDE, "--baseline", str(base), "--baseline-margin", "2.5")
+        tolerant = run(project, fake, *WIDE, "--baseline", str(base), "--baseline-margin", "2.9")
     assert tolerant.ret == 0
 
 
@@ -261,10 +262,11 @@ def test_report_compare_and_agreement_commands(project, capsys, tmp_path):
     assert (tmp_path / "j.xml").is_file() and "(13 cases: 0 regression(s)" in out and "verdict: REGRESSED" not in out
 
     assert cli(["compare", str(first), str(first)]) == 0
-    assert "verdict: no significant drop" in capsys.readouterr().out
+    assert "verdict: no drop that matters" in capsys.readouterr().out
     assert cli(["compare", str(first), str(second)]) == 1
     assert re.search(r"P      n=13    -2\.000 \[-2\.\d+, -1\.\d+\] SIGNIFICANT DROP", capsys.readouterr().out)
-    assert cli(["compare", str(first), str(second), "--margin", "2.5"]) == 0
+    # a stated margin moves the green bar: a drop shown within it does not matter
+    assert cli(["compare", str(first), str(second), "--margin", "2.95"]) == 0
     capsys.readouterr()
     (tmp_path / "bad.json").write_text("{not json")
     assert cli(["compare", str(tmp_path / "bad.json"), str(first)]) == 2

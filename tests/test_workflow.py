@@ -250,7 +250,7 @@ def upstream(venv, tmp_path_factory):  # noqa: F811
               "--start", start, "--health-url", health, cwd=repo)
     assert init.returncode == 0, init.stderr
     config = repo / "personalens.toml"
-    config.write_text(SELECTION + config.read_text())
+    config.write_text(SELECTION + re.sub(r"^profiles = .*\n", "", config.read_text(), flags=re.M))  # init's own selection
     bot = subprocess.Popen(["python3", "bot.py", str(port)], cwd=repo)
     try:
         for _ in range(50):

@@ -14,6 +14,7 @@ verdicts and comparisons from the rows of runs.
     personalens judge CONVERSATIONS.jsonl [--context FILE]          the judge on your own conversations: rows and reports
     personalens gate [--base REF] [--start CMD --health-url URL]     a pull request's verdict: the base's files, this bot
     personalens estimate [run options]                              a run's calls, tokens and cost before it starts
+    personalens plan [run options] [--margin X] [--spread-from R]   the scenarios a gate's margins need, and their cost
     personalens promote GATE_DIR                                    on main: a gate run's recording becomes the committed one
 
 Running the benchmark itself is ``pytest suites/`` (see docs/running.md; this command: docs/command-line.md).
@@ -28,7 +29,7 @@ from typing import Sequence
 
 from ..errors import PersonalensError
 from ..secrets import redact
-from . import calibrate, data, estimate, gate, init, judge, results
+from . import calibrate, data, estimate, gate, init, judge, plan, results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_commands(sub)
     gate.add_commands(sub)
     estimate.add_commands(sub)
+    plan.add_commands(sub)
     return parser
 
 

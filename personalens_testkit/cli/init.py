@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
 from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
+from .plan import planned_profiles_line
 
 #: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
 GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
@@ -53,7 +54,8 @@ def bot_entry(name: str, kind: str, health_url: str | None = None) -> str:
 def planned_files(target: Path, *, name: str, setup: GateSetup, ci: bool) -> dict[Path, str]:
     """What init writes where (.gitignore apart: it is only ever appended to)."""
     config = Template(_template("personalens.toml.txt")).substitute(
-        name=name, models=MODEL_LINES[setup.models], entry=bot_entry(name, setup.kind, setup.health_url))
+        name=name, models=MODEL_LINES[setup.models], entry=bot_entry(name, setup.kind, setup.health_url),
+        profiles=planned_profiles_line())
     files = {
         target / "suites" / "test_personalens.py": _template("test_personalens.py.txt"),
         target / "suites" / "conftest.py": _template("conftest.py.txt"),

@@ -103,7 +103,8 @@ def _compare(args: argparse.Namespace) -> int:
     result = compare_rows(load_rows(Path(args.base), what="base"), candidate,
                           margin=args.margin, confidence=confidence, gate_domains=args.per_domain, min_n=rules.min_n,
                           max_missing=rules.max_infrastructure_errors, measured=measured,
-                          margin_basis=margin_basis(retest, measured, live), counting=settings.completion_counting)
+                          margin_basis=margin_basis(retest, measured, live),
+                          margins=rules.margin, drifts=rules.drift, counting=settings.completion_counting)
     for line in format_comparison(result):
         print(line)
     if result.shared_scenarios == 0 and not result.coverage_failure:

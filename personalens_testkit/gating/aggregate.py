@@ -139,6 +139,9 @@ def summarise(rows: Iterable[ResultRow], *, confidence: float = 0.95, counting: 
     return summaries
 
 
+_EXTRA = ("p_below", "decision", "undecided", "margin", "drift")
+
+
 class GateResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -158,11 +161,26 @@ class GateResult(BaseModel):
     decision: str = ""
     #: for an undecided gate: what would likely decide it
     undecided: str = ""
+    #: the metric's margin (a drop that does not matter: a ``mean`` gate is green when shown at or above
+    #: ``threshold - margin``) and the judge's drift (red when shown below ``threshold - drift``)
+    margin: float = 0.0
+    drift: float = 0.0
 
     def __init__(self, metric: str, scope: str, on: str, threshold: float, estimate: Estimate,
                  passed: bool | None, min_n: int = 1, **extra: Any) -> None:
         super().__init__(metric=metric, scope=scope, on=on, threshold=threshold, estimate=estimate, passed=passed,
-                         min_n=min_n, **{k: v for k, v in extra.items() if k in ("p_below", "decision", "undecided")})
+                         min_n=min_n, **{k: v for k, v in extra.items() if k in _EXTRA})
+
+    @property
+    def green_bar(self) -> float:
+        """What the interval's low end must reach for green: the threshold less the margin (a ``lower_bound``
+        gate asks the low end to reach the threshold itself)."""
+        return self.threshold - self.margin if self.on == "mean" else self.threshold
+
+    @property
+    def red_bar(self) -> float:
+        """What the run must show the metric below for red: the threshold less the judge's drift."""
+        return self.threshold - self.drift
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -179,9 +197,9 @@ class GateResult(BaseModel):
 
     def describe(self) -> str:
         if self.decision == "undecided":
-            return (f"{self.title}: INCONCLUSIVE, not passed: {self.value:.3f} vs threshold {self.threshold:g} (mean "
-                    f"{self.estimate.describe(3)}, n={self.estimate.n}: not shown below it, nor at or above it; "
-                    f"{self.undecided})")
+            return (f"{self.title}: INCONCLUSIVE, not passed: mean {self.estimate.describe(3)}, n={self.estimate.n}, "
+                    f"threshold {self.threshold:g}: not shown at or above {self.green_bar:g} (green), nor below "
+                    f"{self.red_bar:g} (red); {self.undecided}")
         if self.passed is None:
             return (f"{self.title}: NOT EVALUATED, not passed (n={self.estimate.n} scenarios; a gate needs "
                     f"{self.min_n})")
@@ -193,9 +211,13 @@ class GateResult(BaseModel):
         return self.model_dump()
 
 
-def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary], *, min_n: int = 1) -> list[GateResult]:
+def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary], *, min_n: int = 1,
+                   margins: Mapping[str, float] | None = None,
+                   drifts: Mapping[str, float] | None = None) -> list[GateResult]:
     """Each gate against its group(s); ``each_domain`` expands to every domain with rows. A gate on fewer
-    than ``min_n`` scenarios (or without an interval) is not evaluated."""
+    than ``min_n`` scenarios (or without an interval) is not evaluated. ``margins``/``drifts``: per metric, the
+    thresholds' (none: 0)."""
+    margins, drifts = margins or {}, drifts or {}
     results = []
     for gate in gates:
         scopes = [g for g in summaries if g.startswith("domain:")] if gate.scope == "each_domain" else [gate.scope]
@@ -204,15 +226,17 @@ def evaluate_gates(gates: Iterable[Gate], summaries: Mapping[str, GroupSummary],
             estimate = summary.estimates[gate.metric] if summary else Estimate(0, None, None, None)
             value = estimate.bound(gate.statistic)
             evaluated = value is not None and estimate.n >= min_n
-            p = _p_below(gate, summary, min_n) if evaluated and summary is not None else None
+            drift = float(drifts.get(gate.metric, 0.0))
+            p = _p_below(gate, summary, min_n, gate.min - drift) if evaluated and summary is not None else None
             passed = (value >= gate.min) if evaluated else None  # provisional: the run's decision settles it
-            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed, min_n, p_below=p))
+            results.append(GateResult(gate.metric, name, gate.statistic, gate.min, estimate, passed, min_n, p_below=p,
+                                      margin=float(margins.get(gate.metric, 0.0)), drift=drift))
     return results
 
 
-def _p_below(gate: Gate, summary: GroupSummary, min_n: int) -> float | None:
+def _p_below(gate: Gate, summary: GroupSummary, min_n: int, bar: float) -> float | None:
     metric = METRIC_BY_NAME[gate.metric]
     values = list(summary.values.get(gate.metric, ())) if summary.values else []
     if len(values) < max(2, min_n):
         return None
-    return p_below(values, gate.min, low=float(metric.low), high=float(metric.high), rate=metric.kind == "bool")
+    return p_below(values, bar, low=float(metric.low), high=float(metric.high), rate=metric.kind == "bool")

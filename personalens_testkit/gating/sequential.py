@@ -19,8 +19,9 @@ metric that barely moves is decided in few cases), and it is checked against the
 
 Each gated test (an enforced aggregate gate, a gated difference from the baseline) gets its own sequence at
 ``alpha / m`` (Bonferroni over the m tests): the chance that any test is ever decided wrongly is at most alpha,
-however long the run looks. A test is **green** once its sequence lies wholly on the passing side of its bar,
-**red** once wholly on the failing side. The run is decided when one test is red (the run is red whatever the
+however long the run looks. A test is **green** once its sequence lies wholly at or above its green bar (the
+bar less the metric's margin: non-inferiority shown, so an unchanged bot's run ends early too), **red** once
+wholly below its red bar (the bar less the judge's drift). The run is decided when one test is red (the run is red whatever the
 rest say) or every test is green.
 
 The unit is the scenario (its tries averaged), as in the fixed-n verdict: the scenarios, drawn in a random
@@ -101,27 +102,34 @@ class SequentialTest:
     """One gated test as the run goes: the metric's values (or paired differences) against a bar."""
 
     name: str
+    #: green once the sequence lies at or above it (the bar less the margin: non-inferiority shown)
     bar: float
     sequence: ConfidenceSequence
     #: "green", "red" or "undecided"
     decision: str = "undecided"
+    #: red once the sequence lies below it (the bar less the judge's drift); None: ``bar``
+    red_bar: float | None = None
+    #: whether the run's green waits for this test's (False: it can only decide the run red)
+    required: bool = True
 
     def add(self, value: float) -> str:
         low, high = self.sequence.add(value)
         if self.decision == "undecided":
             if low >= self.bar:
                 self.decision = "green"
-            elif high < self.bar:
+            elif high < (self.bar if self.red_bar is None else self.red_bar):
                 self.decision = "red"
         return self.decision
 
     def describe(self) -> str:
         low, high = self.sequence.interval()
-        return f"{self.name}: {self.decision} after {self.sequence.n} (range [{low:.3f}, {high:.3f}] vs {self.bar:g})"
+        bars = f"{self.bar:g}" if self.red_bar is None else f"green at {self.bar:g}, red below {self.red_bar:g}"
+        return f"{self.name}: {self.decision} after {self.sequence.n} (range [{low:.3f}, {high:.3f}] vs {bars})"
 
 
 def run_decision(tests: list[SequentialTest]) -> str:
-    """``red`` when a test is red, ``green`` when every test is green, else ``undecided``."""
+    """``red`` when a test is red, ``green`` when every required test is green, else ``undecided``."""
     if any(t.decision == "red" for t in tests):
         return "red"
-    return "green" if tests and all(t.decision == "green" for t in tests) else "undecided"
+    required = [t for t in tests if t.required]
+    return "green" if required and all(t.decision == "green" for t in required) else "undecided"

@@ -13,6 +13,10 @@
       min_n: 10                 # a gate on fewer scenarios is not evaluated, and not passed
       fail_when_not_evaluated: false
       max_infrastructure_errors: 0.05   # share of cases the user agent, judge or setup may fail
+      margin:                   # per metric, a drop that does not matter: green is shown at or above the bar less it
+        personalization: 0.2    # (metrics left out keep their defaults: 0.05 task completion, 0.2 the ratings)
+      drift:                    # per metric, what the judge alone may move a score: red only when shown below the
+        personalization: 0.03   # bar less it (at most the margin; defaults 0.01 task completion, 0.03 the ratings)
       gates:
         - metric: personalization   # task_completion (a rate, 0-1) or any rated dimension
           scope: overall            # overall | sd | md | each_domain | domain:<Name>
@@ -88,6 +92,29 @@ class Gate(BaseModel):
         return self
 
 
+#: a drop that does not matter, per metric (green: shown at or above the bar less it): 5 points of completion,
+#: 0.2 of a level on the rated scales - a fifth of the step from "basic" to "strong" personalization
+DEFAULT_MARGINS: dict[str, float] = {m.name: 0.05 if m.kind == "bool" else 0.2 for m in METRICS}
+#: how far the judge alone moves a score between two runs (a model update, a provider's drift): red is shown below
+#: the bar less it - 1 point of completion, 0.03 of a level on the rated scales
+DEFAULT_DRIFTS: dict[str, float] = {m.name: 0.01 if m.kind == "bool" else 0.03 for m in METRICS}
+
+
+def _per_metric(value: Any, defaults: dict[str, float]) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of a metric to a number (got {value!r})")
+    merged = dict(defaults)
+    for name, amount in value.items():
+        metric = METRIC_BY_NAME.get(name)
+        if metric is None:
+            raise ValueError(f"unknown metric {name!r} (one of {', '.join(METRIC_NAMES)})")
+        span = 1.0 if metric.kind == "bool" else float(metric.high - metric.low)
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount <= span:
+            raise ValueError(f"{name}: must be a number from 0 to {span:g} (got {amount!r})")
+        merged[name] = float(amount)
+    return merged
+
+
 class AggregateGates(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -107,6 +134,27 @@ class AggregateGates(BaseModel):
     #: the largest share of cases the benchmark's own models (or the setup) may fail before the run fails
     max_infrastructure_errors: float = Field(default=0.05, ge=0.0, le=1.0)
     gates: list[Gate] = Field(default_factory=list)
+    #: per metric, the drop that does not matter (green bar) and the judge's drift (red bar), defaults merged in
+    margin: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MARGINS))
+    drift: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_DRIFTS))
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _margins(cls, value: Any) -> dict[str, float]:
+        return _per_metric(value, DEFAULT_MARGINS)
+
+    @field_validator("drift", mode="before")
+    @classmethod
+    def _drifts(cls, value: Any) -> dict[str, float]:
+        return _per_metric(value, DEFAULT_DRIFTS)
+
+    @model_validator(mode="after")
+    def _drift_within_margin(self) -> AggregateGates:
+        for name, drift in self.drift.items():
+            if drift > self.margin[name]:
+                raise ValueError(f"drift: {name}: {drift:g} is more than its margin {self.margin[name]:g} (the judge's "
+                                 "drift must not exceed the drop that does not matter)")
+        return self
 
 
 class CalibrationBars(BaseModel):

@@ -24,7 +24,7 @@ from .decision import Test, decide
 from .expectations import CaseVerdict, Expectations, row_verdict
 from .thresholds import AggregateGates
 
-BASELINE_DROP = "baseline: a score dropped significantly beyond the margin (see the baseline comparison)"
+BASELINE_DROP = "baseline: a score dropped significantly beyond the judge's drift (see the baseline comparison)"
 
 
 class NotRun(NamedTuple):
@@ -144,11 +144,8 @@ def decide_run(gates: Sequence[GateResult], comparison: Comparison | None, rules
     """One decision over everything that gates (the enforced gates and the baseline's gated differences), at the
     thresholds' confidence: Holm's procedure (gating/decision.py). Returns the gates with their decisions; the
     comparison's differences are decided in place."""
-    gate_tests = [Test(name=g.title, p_below=g.p_below if enforced else None, n=g.estimate.n,
-                       shown_above=g.value is not None and g.value >= g.threshold,  # its statistic reaches min
-                       half_width=g.estimate.reach(g.threshold),
-                       distance=None if g.estimate.mean is None else g.estimate.mean - g.threshold)
-                  for g in gates]
+    gate_tests = [Test.against(g.title, g.p_below if enforced else None, g.estimate.n, g.estimate,
+                               green_bar=g.green_bar, red_bar=g.red_bar, what="a value below") for g in gates]
     differences = comparison.results if comparison is not None else []
     difference_tests = [as_test(r) for r in differences] if comparison is not None else []
     decide([*gate_tests, *difference_tests], rules.confidence)
@@ -174,10 +171,9 @@ def _gate_check(gate: GateResult, enforced: bool, rules: AggregateGates) -> RunC
         return RunCheck(name=gate.title, outcome="skipped", message=gate.describe(), inconclusive=True)
     if gate.estimate.n == 0:  # no scenario in its scope (a multi-domain gate on a single-domain run): not applicable
         return RunCheck(name=gate.title, outcome="skipped", message=gate.describe())
-    if gate.passed is None:  # too few scenarios: reported, and failing the run only when the thresholds say so
+    if gate.passed is None:  # too few scenarios: not passed - inconclusive, failing the run when the thresholds say so
         outcome = "failed" if rules.fail_when_not_evaluated else "skipped"
-        return RunCheck(name=gate.title, outcome=outcome, message=gate.describe(),
-                        inconclusive=rules.fail_when_not_evaluated)
+        return RunCheck(name=gate.title, outcome=outcome, message=gate.describe(), inconclusive=True)
     return RunCheck(name=gate.title, outcome="passed" if gate.passed else "failed", message=gate.describe())
 
 
@@ -188,18 +184,26 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
                        else f"baseline: {comparison.shared_scenarios} scenarios paired")]
     drops = [r for r in comparison.results if r.significant_drop and r.gated]
     undecided = [r for r in comparison.results if r.gated and r.decision == "undecided"]
+    # too few paired scenarios to say anything (but some): not passed either
+    unevaluated = [r for r in comparison.results if r.gated and r.decision == "not evaluated" and r.n]
     if drops:
         checks.append(RunCheck(name="baseline comparison", outcome="failed", message=BASELINE_DROP))
     elif undecided:
         first = undecided[0]
         checks.append(RunCheck(
             name="baseline comparison", outcome="skipped", inconclusive=True,
-            message=f"baseline: INCONCLUSIVE: {len(undecided)} difference(s) neither shown within the margin "
-                    f"({first.margin:g}) nor below it, e.g. {first.metric} {first.group} "
-                    f"{first.difference.describe(3)}; {first.undecided}"))
+            message=f"baseline: INCONCLUSIVE: {len(undecided)} difference(s) neither shown within the margin nor "
+                    f"below the judge's drift, e.g. {first.metric} {first.group} {first.difference.describe(3)} "
+                    f"(green at or above -{first.margin:g}, red below -{first.drift:g}); {first.undecided}"))
+    elif unevaluated:
+        first = unevaluated[0]
+        checks.append(RunCheck(
+            name="baseline comparison", outcome="skipped", inconclusive=True,
+            message=f"baseline: NOT EVALUATED, not passed: {len(unevaluated)} difference(s) on too few paired "
+                    f"scenarios, e.g. {first.metric} {first.group} on {first.n}"))
     else:
         checks.append(RunCheck(name="baseline comparison", outcome="passed",
-                               message="baseline: no significant drop beyond the margin"))
+                               message="baseline: every gated difference shown within its margin"))
     return checks
 
 

@@ -199,8 +199,8 @@ def _comparison(report: RunReport) -> str:
         f"<td>{escape(SHORT[r.metric])}</td><td>{r.n}</td><td>{estimate_signed(r.difference)}</td>"
         f"<td>{'significant drop' if r.significant_drop else '' if r.evaluated else 'not evaluated'}</td></tr>"
         for r in c.results if r.difference.mean is not None)
-    verdict = ("<p class='fail'>" + escape(c.coverage_failure or "a significant drop beyond the margin") + "</p>"
-               if c.failed else "<p class='pass'>no significant drop</p>")
+    verdict = ("<p class='fail'>" + escape(c.coverage_failure or "a significant drop beyond the judge's drift") + "</p>"
+               if c.failed else "<p class='pass'>no significant drop beyond the judge's drift</p>")
     return (f"<h2>Baseline comparison</h2><p class='muted'>candidate - base, {c.confidence:.0%} CI over paired scenarios, "
             f"{escape(c.margin_text())}</p>{coverage}<table><tr><th>group</th><th>metric</th><th>n</th><th>difference</th>"
             f"<th></th></tr>{rows}</table>{verdict}")

@@ -222,7 +222,8 @@ def build_report(
     and cost that were added up while the digests were made (:func:`tally_rows`)."""
     agg = thresholds.aggregate
     summaries = summarise(rows, confidence=agg.confidence, counting=(settings or {}).get("completion_counting") or "ours")
-    gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n), comparison, agg, enforced=gates_enforced)
+    gates = decide_run(evaluate_gates(agg.gates, summaries, min_n=agg.min_n, margins=agg.margin, drifts=agg.drift),
+                       comparison, agg, enforced=gates_enforced)
     statuses: dict[str, int] = defaultdict(int)
     sources: dict[str, int] = defaultdict(int)
     for row in rows:

@@ -212,12 +212,21 @@ def format_comparison(comparison: Comparison) -> list[str]:
         flag += f" UNDECIDED ({r.undecided})" if r.decision == "undecided" else ""
         interval = f" [{d.low:+.3f}, {d.high:+.3f}]" if d.low is not None and d.high is not None else ""
         detectable = f"; detectable drop {r.detectable_drop:.3f}" if r.detectable_drop is not None and r.gated else ""
-        lines.append(f"  {name:24} {SHORT[r.metric]:6} n={r.n:<5} {d.mean:+.3f}{interval}{flag}{detectable}")
+        replayed = f"; {r.replayed} replayed unchanged" if r.replayed else ""
+        lines.append(f"  {name:24} {SHORT[r.metric]:6} n={r.n:<5} {d.mean:+.3f}{interval}{flag}{detectable}{replayed}")
     if comparison.coverage_failure:
         lines.append(f"coverage: FAILED: {comparison.coverage_failure}")
-    drop = any(r.significant_drop and r.gated for r in comparison.results)
-    lines.append("verdict: " + ("a significant drop beyond the margin" if drop else "no significant drop")
-                 + ("; the coverage fails" if comparison.coverage_failure else ""))
+    gated = [r for r in comparison.results if r.gated and r.required and r.n]
+    if any(r.significant_drop and r.gated for r in comparison.results):
+        said = "a significant drop beyond the judge's drift"
+    elif gated and all(r.decision == "green" for r in gated):
+        said = "no drop that matters: every gated difference shown within its margin"
+    else:
+        undecided = sum(1 for r in gated if r.decision == "undecided")
+        unevaluated = sum(1 for r in gated if r.decision == "not evaluated")
+        said = (f"inconclusive: {undecided} gated difference(s) shown neither within the margin nor below the drift, "
+                f"{unevaluated} not evaluated (too few scenarios)")
+    lines.append("verdict: " + said + ("; the coverage fails" if comparison.coverage_failure else ""))
     return lines
 
 

@@ -72,7 +72,7 @@ class RowDigest(ReadsScores):
     """What is kept of one row (see the module's text). Read it as a ResultRow; it cannot be written back."""
 
     __slots__ = ("scenario_id", "repeat", "status", "scores", "seconds", "turns", "cassette", "calls_split",
-                 "judged_live", "facts", "rare")
+                 "judged_live", "facts", "rare", "dialogue_digest")
 
     def __init__(self, row: ResultRow, shared: dict[Any, Any] | None = None) -> None:
         """``shared``: where equal values are kept once, for the digests of one run
@@ -87,6 +87,7 @@ class RowDigest(ReadsScores):
         self.cassette = row.cassette
         self.calls_split = _once(call_split(row), shared)
         self.judged_live = _live_judge(row)
+        self.dialogue_digest = row.dialogue_digest
         domains = _once(tuple(_text(d) for d in row.domains), shared)
         facts = (_text(row.run_id), _text(row.task_kind), domains, _text(row.assistant), _text(row.assistant_model),
                  _text(row.user_model), _text(row.judge_model), _text(row.termination), _text(row.expected),

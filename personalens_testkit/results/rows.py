@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -198,6 +200,15 @@ class ResultRow(ReadsScores, _Part):
         check_partial(self.status, self.scores, self.partial_scores, self.unreadable,
                       self.error.kind if self.error else None)
         return self
+
+    @property
+    def dialogue_digest(self) -> str | None:
+        """The dialogue's fingerprint (every turn's role and text), None when the row keeps none: two rows with one
+        digest held the same dialogue."""
+        if not self.transcript:
+            return None
+        text = json.dumps(self.transcript, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
     def usage_by_role(self) -> dict[str, list[int]]:
         """[calls, prompt, completion, cache-read, cache-write tokens] per role: from the calls, or the kept usage."""

@@ -131,7 +131,7 @@ def make_early_stop(run: Run) -> EarlyStop:
     domains = sorted({sc.domains[0] for sc, _ in cases if sc.kind.value == "sd" and sc.domains})
     base = load_rows(s.baseline, what="--baseline") if s.baseline is not None else None
     return EarlyStop.build(run.thresholds.aggregate, domains, enforced=not run.recording.plan.checks_reproduction,
-                           repeat=s.repeat, base_rows=base, margin=s.baseline_margin or 0.0,
+                           repeat=s.repeat, base_rows=base, margin=s.baseline_margin,
                            counting=s.completion_counting)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..data.models import Scenario
 from ..gating.aggregate import scenario_values
-from ..gating.compare import GATED_GROUPS
+from ..gating.compare import GATED_GROUPS, REQUIRED_GROUPS
 from ..gating.sequential import ConfidenceSequence, SequentialTest, run_decision
 from ..gating.thresholds import AggregateGates
 from ..results.rows import ResultRow
@@ -99,26 +99,31 @@ class EarlyStop:
 
     @classmethod
     def build(cls, rules: AggregateGates, domains: Sequence[str], *, enforced: bool, repeat: int,
-              base_rows: Sequence[ResultRow] | None, margin: float, counting: str = "ours") -> EarlyStop:
-        """``counting``: how an unreadable completion verdict counts (``--completion-counting``), as the report's."""
-        specs: list[tuple[str, str, str, float, Mapping[str, float] | None, tuple[float, float]]] = []
+              base_rows: Sequence[ResultRow] | None, margin: float | None, counting: str = "ours") -> EarlyStop:
+        """``margin``: the one stated for every metric (``--baseline-margin``); None: thresholds.yaml's per metric;
+        ``counting``: how an unreadable completion verdict counts (``--completion-counting``), as the report's."""
+        specs: list[tuple[str, str, str, float, float, Mapping[str, float] | None, tuple[float, float]]] = []
         for gate in rules.gates if enforced else ():
             scopes = [f"domain:{d}" for d in domains] if gate.scope == "each_domain" else [gate.scope]
+            green = gate.min - rules.margin[gate.metric] if gate.statistic == "mean" else gate.min
             for scope in scopes:
-                specs.append((f"gate {gate.metric} {scope} >= {gate.min:g}", gate.metric, scope, gate.min, None,
-                              _bounds(gate.metric)))
+                specs.append((f"gate {gate.metric} {scope} >= {green:g}", gate.metric, scope, green,
+                              gate.min - rules.drift[gate.metric], None, _bounds(gate.metric)))
         if base_rows is not None:
             kinds = {row.scenario_id: row.task_kind for row in base_rows}
             for metric in HEADLINE:
                 low, high = _bounds(metric)
                 base = scenario_values(base_rows, metric, counting=counting)
+                tolerated = rules.margin[metric] if margin is None else margin
+                drift = min(tolerated, rules.drift[metric])
                 for group in GATED_GROUPS:
                     if group == "overall" or group in kinds.values():
-                        specs.append((f"baseline {metric} {group} >= -{margin:g}", metric, group, -margin, base,
-                                      (low - high, high - low)))
+                        specs.append((f"baseline {metric} {group} >= -{tolerated:g}", metric, group, -tolerated,
+                                      -drift, base, (low - high, high - low)))
         alpha = (1.0 - rules.confidence) / max(1, len(specs))
-        tests = [_Test(SequentialTest(name, bar, ConfidenceSequence(alpha, low, high)), metric, group, base)
-                 for name, metric, group, bar, base, (low, high) in specs]
+        tests = [_Test(SequentialTest(name, bar, ConfidenceSequence(alpha, low, high), red_bar=red,
+                                      required=base is None or group in REQUIRED_GROUPS), metric, group, base)
+                 for name, metric, group, bar, red, base, (low, high) in specs]
         return cls(tests=tests, repeat=repeat, counting=counting)
 
     def observe(self, row: ResultRow) -> str | None:

@@ -57,6 +57,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                                   confidence=rules.confidence, min_n=rules.min_n,
                                   max_missing=rules.max_infrastructure_errors, measured=measured,
                                   margin_basis=margin_basis(retest, measured, live),
+                                  margins=rules.margin, drifts=rules.drift,
                                   counting=settings.completion_counting)
     problems: list[str] = []  # part of the verdict (and so of every report)
     try:

@@ -1,0 +1,104 @@
+"""``personalens plan``: how many scenarios a gate needs for its margins, which selection gives that many, and what
+a run of it costs - before anything runs (no model is called)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..data.loader import open_dataset
+from ..data.selection import Selection, profile_numbers, select_scenarios
+from ..errors import UsageError
+from ..gating.planning import Plan, plan
+from ..gating.thresholds import default_thresholds_path, load_thresholds
+from ..results.files import load_rows
+from ..settings import OPTION_NAMES, SETTINGS, RunSettings, check_selection, resolve_settings
+
+
+def planned_selection(settings: RunSettings, needed: int) -> tuple[tuple[int, ...], int, int]:
+    """The fewest profiles of the run's selection, spread evenly over it, whose scenarios reach ``needed``: the
+    profiles, their scenarios, and the whole selection's scenarios (all of them when it has fewer)."""
+    return profiles_for(open_dataset(settings.data_path), settings.selection, needed)
+
+
+def profiles_for(dataset: Any, selection: Selection, needed: int) -> tuple[tuple[int, ...], int, int]:
+    numbers = profile_numbers(dataset, selection)
+    counts: dict[int, int] = {}
+    for scenario in select_scenarios(dataset, selection):
+        counts[scenario.user_number] = counts.get(scenario.user_number, 0) + 1
+    everything = sum(counts.values())
+    ordered = [n for n in numbers if counts.get(n)]
+    for size in range(1, len(ordered) + 1):
+        step = len(ordered) / size
+        chosen = sorted({ordered[int(i * step)] for i in range(size)})
+        total = sum(counts[n] for n in chosen)
+        if total >= needed:
+            return tuple(chosen), total, everything
+    return tuple(ordered), everything, everything
+
+
+def planned_profiles_line() -> str:
+    """personalens.toml's selection for a new repository: the bundled sample's profiles the shipped thresholds'
+    margins need (`personalens plan`), with what it is, in a comment."""
+    needed = plan(load_thresholds(default_thresholds_path()).aggregate).needed
+    if needed is None:
+        return '# profiles = "7,53"'
+    profiles, scenarios, everything = profiles_for(open_dataset(None), Selection(), needed)
+    return (f"# {scenarios:,} of the sample's {everything:,} scenarios: what thresholds.yaml's margins need "
+            f"(`personalens plan`;\n# remove the line to run them all)\nprofiles = \"{','.join(map(str, profiles))}\"")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    options = {name: getattr(args, name, None) for name in OPTION_NAMES}
+    if options.get("record_mode") is None:
+        options["record_mode"] = "all"  # the cost of recording the planned run (--record-mode prices another)
+    settings = resolve_settings(options, Path.cwd(), os.environ)
+    check_selection(settings)
+    if args.margin is not None and args.margin < 0:
+        raise UsageError(f"--margin: must be 0 or more (got {args.margin:g})")
+    rules = load_thresholds(settings.thresholds_path).aggregate
+    rows = load_rows(Path(args.spread_from), what="--spread-from") if args.spread_from else None
+    found: Plan = plan(rules, base_rows=rows, margin=args.margin)
+    needed = found.needed
+    profiles, scenarios, everything = planned_selection(settings, needed) if needed else ((), 0, 0)
+    if args.json:
+        print(json.dumps({"needed": needed, "tests": found.tests, "spread_basis": found.spread_basis,
+                          "metrics": [dataclasses.asdict(m) | {"needed": m.needed} for m in found.metrics],
+                          "profiles": list(profiles), "scenarios": scenarios, "selectable": everything}, indent=2))
+        return 0
+    for line in found.lines(everything or None):
+        print(line)
+    if needed:
+        print(f"a selection of that size: --profiles {','.join(map(str, profiles))} ({scenarios:,} scenarios of "
+              f"the {everything:,} selected)")
+        _print_cost(settings, profiles)
+    return 0
+
+
+def _print_cost(settings: RunSettings, profiles: tuple[int, ...]) -> None:
+    from ..costs.estimate import format_estimate
+    from ..run.cases import RunCases
+    from ..run.cost_estimate import run_estimate
+
+    chosen = dataclasses.replace(settings, selection=dataclasses.replace(settings.selection, profiles=profiles))
+    cases: Any = RunCases(chosen, identity=lambda: None).selected  # type: ignore[arg-type,return-value]
+    for line in format_estimate(run_estimate(chosen, open_dataset(chosen.data_path), cases)):
+        print(line)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("plan", help="how many scenarios a gate needs for the thresholds' margins, the selection "
+                                      "that gives them, and its cost (no model is called)")
+    for setting in SETTINGS:
+        if setting.option is not None:
+            setting.add_to(cmd)
+    cmd.add_argument("--margin", type=float, default=None, metavar="X",
+                     help="plan for this margin on every metric (default: thresholds.yaml's, per metric)")
+    cmd.add_argument("--spread-from", default=None, metavar="RESULTS",
+                     help="measure the scores' spread from a run's results.jsonl or report.json (default: the paper's)")
+    cmd.add_argument("--json", action="store_true", help="the plan as JSON")
+    cmd.set_defaults(func=_plan)
