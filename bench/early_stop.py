@@ -57,8 +57,9 @@ CASES = ("paper-level bot, gates", "unchanged, baseline", "0.3 worse, baseline")
 RIGHT = {"paper-level bot, gates": "passed", "unchanged, baseline": "passed", "0.3 worse, baseline": "regressed"}
 
 
-def simulate(sample, scenarios, thresholds, case: str, margin: float, seed: int) -> dict:
-    rng = np.random.default_rng([seed, CASES.index(case), int(margin * 1000)])
+def simulate(sample, scenarios, thresholds, case: str, margin: float | None, seed: int) -> dict:
+    """``margin``: --baseline-margin (None: thresholds.yaml's per-metric margins, the default)."""
+    rng = np.random.default_rng([seed, CASES.index(case), int((margin if margin is not None else 0.999) * 1000)])
     total = len(sample.ids)
     chosen = np.arange(total)
     md = np.array([kind == "md" for kind in sample.kinds])
@@ -90,7 +91,8 @@ def simulate(sample, scenarios, thresholds, case: str, margin: float, seed: int)
     ran = rows[:stop]
     rules = thresholds.aggregate
     comparison = compare_rows(base_rows, ran, margin=margin, confidence=rules.confidence, min_n=rules.min_n,
-                              max_missing=1.0) if base_rows is not None else None  # the rest: not needed
+                              max_missing=1.0, margins=rules.margin, drifts=rules.drift,
+                              ) if base_rows is not None else None  # the rest: not needed
     report = build_report(ran, thresholds, run={}, settings={}, gates_enforced=True, comparison=comparison,
                           expectations=expectations, baseline=base_rows,
                           not_run=NotRun(total - stop, reason, needed=False) if reason else None)
@@ -101,7 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="2 runs a case")
-    parser.add_argument("--margins", default="0,0.1,0.2", help="--baseline-margin values for the baseline cases")
+    parser.add_argument("--margins", default="thresholds,0.1",
+                        help="--baseline-margin values for the baseline cases; thresholds: none given, thresholds.yaml's "
+                             "per-metric margins (default thresholds,0.1)")
     args = parser.parse_args()
     runs = 2 if args.quick else args.runs
     sample = load_sample()
@@ -112,14 +116,16 @@ def main() -> None:
     print(f"{'case':<24} {'margin':>6} {'spent mean':>10} {'p90':>6} {'decided early':>22} {'red':>22} "
           f"{'green':>22} {'inconclusive':>22} {'wrong':>22}  s/run")
     for case in CASES:
-        for margin in ([float(m) for m in args.margins.split(",")] if case.endswith("baseline") else [0.0]):
+        margins = [None if m.strip() == "thresholds" else float(m) for m in args.margins.split(",")]
+        for margin in (margins if case.endswith("baseline") else [None]):
             began = time.perf_counter()
             found = [simulate(sample, scenarios, thresholds, case, margin, seed) for seed in range(runs)]
             shares = [f["share"] for f in found]
             outcomes = [f["outcome"] for f in found]
             right = RIGHT[case]
             wrong = sum(1 for o in outcomes if o in ("passed", "regressed") and o != right)
-            print(f"{case:<24} {margin:>6g} {np.mean(shares):>10.3f} {np.percentile(shares, 90):>6.3f} "
+            shown = "yaml" if margin is None else f"{margin:g}"
+            print(f"{case:<24} {shown:>6} {np.mean(shares):>10.3f} {np.percentile(shares, 90):>6.3f} "
                   f"{rate(sum(f['early'] for f in found), runs):>22} {rate(outcomes.count('regressed'), runs):>22} "
                   f"{rate(outcomes.count('passed'), runs):>22} {rate(outcomes.count('inconclusive'), runs):>22} "
                   f"{rate(wrong, runs):>22}  {(time.perf_counter() - began) / runs:.1f}")

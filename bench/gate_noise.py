@@ -131,6 +131,9 @@ def model_lines() -> list[str]:
         f"  drop d: each scenario above level 1 drops one level with p = d / {above:.2f} (true mean -d); "
         f"on gate: no change, true MD completion {COMPLETION_MD_ON_GATE} (judged "
         f"{judged(COMPLETION_MD_ON_GATE):.2f} = the 0.70 gate)",
+        f"  judge drift: no change, but today's judge rates {DRIFT_RATING} of a level lower on every rated scale and "
+        f"finds {DRIFT_COMPLETION:.0%} fewer tasks completed (thresholds.yaml's default drifts); personalization -d / "
+        "completion -d: the JUDGED mean lower by d (a drop of the margin: 0.2 / 0.05)",
         "  verdict: build_report(candidate, shipped thresholds, comparison=compare_rows(baseline, candidate), "
         "expectations, baseline), as run/finish.py calls it; gates enforced, margin = RunSettings' default",
         "  each candidate case's verdict = case_verdict(expectation, floors missed"

@@ -137,15 +137,18 @@ def test_gate_noise_bench_small():
 def test_early_stop_bench_small():
     """The stopping rule and the verdict through the controller's own EarlyStop and build_report."""
     out = bench("bench/early_stop.py", "--quick", "--margins", "0.2")
-    rows = re.findall(r"^(paper-level bot, gates|unchanged, baseline|0\.3 worse, baseline) +[\d.]+ +(\d\.\d{3}) ", out,
-                      re.M)
+    rows = re.findall(r"^(paper-level bot, gates|unchanged, baseline|0\.3 worse, baseline) +(?:yaml|[\d.]+) +(\d\.\d{3}) ",
+                      out, re.M)
     assert [name for name, _ in rows] == ["paper-level bot, gates", "unchanged, baseline", "0.3 worse, baseline"]
     assert all(0 < float(share) <= 1 for _, share in rows)
 
 
 def test_cost_estimate_bench_small():
     out = bench("bench/cost_estimate.py", "--shard", "1/512", "--turns", "1")
-    assert "estimate from the protocol's shape: $" in out and "measured estimate error +0.0%" in out
+    # measured from the recording, to a few tenths of a percent: the preflight's calls (billed, in the run's cost) are
+    # the one part the estimate prices from their shape
+    assert "estimate from the protocol's shape: $" in out
+    assert re.search(r"measured estimate error [+-]0\.[0-4]%", out), out
 
 
 def test_injection_corpus_bench_prints_the_flags_cost():

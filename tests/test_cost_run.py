@@ -46,10 +46,13 @@ def report(project: pytest.Pytester) -> dict:
     return latest_report(project.path)
 
 
+TABLE = load_prices({"fake-user": {"input": 2.0, "output": 8.0}, "fake-bot": {"input": 1.0, "output": 4.0},
+                     "fake-judge": {"input": 3.0, "output": 15.0, "cached_input": 0.3}})
+
+
 def priced(rows: list[dict], *, replayed: bool) -> dict[str, float]:
     """Each role's cost, worked out here from the rows' calls and the config's prices."""
-    table = load_prices({"fake-user": {"input": 2.0, "output": 8.0}, "fake-bot": {"input": 1.0, "output": 4.0},
-                         "fake-judge": {"input": 3.0, "output": 15.0, "cached_input": 0.3}})
+    table = TABLE
     spec = {"user_agent": "openai:fake-user", "assistant": "openai:fake-bot", "judge": "openai:fake-judge"}
     found = dict.fromkeys(spec, 0.0)
     for row in rows:
@@ -61,16 +64,30 @@ def priced(rows: list[dict], *, replayed: bool) -> dict[str, float]:
     return found
 
 
+ROLE_OF = {"fake-user": "user_agent", "fake-bot": "assistant", "fake-judge": "judge"}
+
+
+def billed(fake: FakeLLM) -> dict[str, float]:
+    """What the server billed, per role: every answer's reported tokens, priced (the preflight's calls included)."""
+    found = dict.fromkeys(ROLE_OF.values(), 0.0)
+    for model, usage in fake.usage:
+        found[ROLE_OF[model]] += call_cost(TABLE.lookup(f"openai:{model}"), f"openai:{model}",
+                                           prompt_tokens=usage["prompt_tokens"],
+                                           completion_tokens=usage["completion_tokens"])
+    return found
+
+
 def test_every_output_prices_the_live_calls_and_a_replay_spends_nothing(project):
     with FakeLLM(Script(terminate_after=1)) as fake:
         live = run(project, fake.url)
+        server = billed(fake)
     live.assert_outcomes(passed=13)
     data = report(project)
-    expected = priced(data["rows"], replayed=False)
+    in_rows = priced(data["rows"], replayed=False)
     cost = data["cost"]
-    for role, value in expected.items():
-        assert value > 0 and cost["roles"][role]["spent"] == pytest.approx(value)
-    assert cost["total_spent"] == pytest.approx(sum(expected.values()))
+    for role, value in server.items():  # what the server billed, the preflight's one call per model included
+        assert 0 < in_rows[role] < value and cost["roles"][role]["spent"] == pytest.approx(value, rel=1e-9)
+    assert cost["total_spent"] == pytest.approx(sum(server.values()), rel=1e-9)
     out = live.stdout.str()
     assert "cost: $" in out and "user agent $" in out and "judge $" in out
     folder = latest_results(project.path).parent
@@ -81,7 +98,7 @@ def test_every_output_prices_the_live_calls_and_a_replay_spends_nothing(project)
     replay.assert_outcomes(passed=13)
     again = report(project)["cost"]
     assert again["total_spent"] == 0
-    assert again["total_replayed_value"] == pytest.approx(cost["total_spent"])
+    assert again["total_replayed_value"] == pytest.approx(sum(in_rows.values()))  # the cases' calls: no preflight now
     assert "replaying saved $" in replay.stdout.str()
 
 
@@ -189,3 +206,8 @@ def test_a_budget_stop_keeps_the_row_of_every_case_started_ahead(project, spread
     assert data["counts"]["not_run"] == 13 - len(rows)
     calls = sum(1 for row in rows for call in row["calls"] if not call.get("replayed"))
     assert calls == served  # every call the server answered is in a row, and so in the cost
+    # what the server billed, priced: report.json's cost to the last cent, and within the budget (each case reserved
+    # its expected spend before it started, in whichever thread or worker started it)
+    server = sum(billed(fake).values())
+    assert data["cost"]["total_spent"] == pytest.approx(server, rel=1e-9)
+    assert server <= one_case * 2.5 * (1 + 1e-9)

@@ -39,6 +39,9 @@ SEED = 23
 
 Range = tuple[float, float, float]
 
+#: the preflight's one call per model: its message (characters / 4) and the request around it
+PING_TOKENS = 40
+
 
 class RoleEstimate(BaseModel):
     role: str
@@ -149,6 +152,13 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
                 if live:
                     for j, value in enumerate(level):
                         totals.setdefault(role, _zero())[i][j] += value
+    if live_high:  # the preflight: one minimal call to each model a live case calls (billed; in the run's cost)
+        for role, spec in options.models.items():
+            if spec and totals.get(role, _zero())[2][0] > 0:
+                for i, live in enumerate((live_low > 0, True, True)):
+                    if live:
+                        level = totals[role][i]
+                        level[0], level[1], level[2] = level[0] + 1, level[1] + PING_TOKENS, level[2] + 1
     roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES]
     known = tuple(sum((r.cost or (0.0, 0.0, 0.0))[i] for r in roles) for i in range(3))
     unknown = any(r.cost is None and r.calls[2] > 0 for r in roles)
@@ -200,7 +210,7 @@ def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, h
     if measured:
         lines.append(f"{measured} live case(s) from the recording's measured tokens")
     if shaped:
-        lines.append(f"{shaped} live case(s) from the protocol's shape (low: one turn, short messages; point: half the "
+        lines.append(f"{shaped} live case(s) from the protocol's shape (low: one turn, short messages; point: 88 % of the "
                      "turn limit; high: the turn limit, long messages; tokens = characters / 4)")
     lines.append("prompt caching, where a provider applies it, lowers the live cost")
     return lines

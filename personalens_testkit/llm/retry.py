@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..errors import DeadlineReached, ModelError
 from ..timebox import deadline
-from .base import ChatModel, ChatRequest, Message, Purpose
+from .base import ChatModel, ChatRequest, ChatResponse, Message, Purpose
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -88,13 +88,14 @@ PING_S = 30.0
 PING_RETRY = RetryPolicy(attempts=2, initial_s=0.5, max_s=0.5, jitter_s=0.25)
 
 
-def ping(model: ChatModel, purpose: Purpose) -> None:
+def ping(model: ChatModel, purpose: Purpose) -> ChatResponse:
     """The preflight of a model: any HTTP answer within PROBE_S (where the backend can tell), then one minimal real
-    call (one answer token) within PING_S; a failure raises its ModelError, naming the limit it ran out of."""
+    call (one answer token) within PING_S - its answer returned (the provider bills it: the run's cost counts it);
+    a failure raises its ModelError, naming the limit it ran out of."""
     probe = getattr(model, "probe", None)
     if callable(probe):
         with deadline(PROBE_S, "preflight") as limit:
             call_with_retries(probe, PING_RETRY, deadline=limit.at if limit else None)
     request = ChatRequest(messages=(Message("user", PING_TEXT),), purpose=purpose, temperature=0.0, max_tokens=1)
     with deadline(PING_S, "preflight") as limit:
-        call_with_retries(lambda: model.complete(request), PING_RETRY, deadline=limit.at if limit else None)
+        return call_with_retries(lambda: model.complete(request), PING_RETRY, deadline=limit.at if limit else None)

@@ -116,12 +116,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """A run told to stop (a full disk, a dead endpoint, its budget) starts no further case, in any process; a case
-    already started ahead (``--concurrency``) still runs to its row, wherever it stands in the order."""
+    already started ahead (``--concurrency``) still runs to its row, wherever it stands in the order. With
+    ``--max-cost`` a case starts only once the budget's ledger holds its expected spend."""
     run = item.config.stash.get(STATE, None)
     if run is None or item.get_closest_marker(MARKER) is None:
         return None
     reason = run.stop_signal.reason()
-    if reason is None or run.runner.started(item.nodeid):  # a case already under way ahead keeps its row
+    if run.runner.started(item.nodeid):  # a case already under way ahead keeps its row (and has its reservation)
+        return None
+    case = is_case(item)
+    if reason is None and case is not None:  # --max-cost: the case's expected spend reserved before it starts
+        reason = run.runner.reserve(*case)
+    if reason is None:
         return None
     if not run.runner.waiting_ahead():  # pytest's loop ends here, once no case started ahead waits for its row
         item.session.shouldstop = f"personalens: stopped: {reason}"

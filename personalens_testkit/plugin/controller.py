@@ -12,7 +12,7 @@ from typing import Any, Generator
 import pytest
 
 from ..errors import PersonalensError
-from ..run.controller import RunController, lanes
+from ..run.controller import RunController
 from ..run.stop import decision_of
 from ..run.state import Run
 from ..secrets import redact
@@ -33,7 +33,6 @@ class ControllerHooks:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
-        self.controller.lanes = lanes(getattr(session.config.option, "numprocesses", None), self.run.settings.concurrency)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -70,6 +69,7 @@ class ControllerHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""
         # pytest's INTERRUPTED without a stop of ours: Ctrl-C, or another plugin's stop - cases were left unrun
+        self.controller.adopt()  # a stop raised by a worker after the last row reached this process
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED and self.controller.stopped is None
         try:
             self.outcome = self.run.finish(stopped=self.controller.stopped, interrupted=interrupted)

@@ -254,8 +254,12 @@ def build_report(
     return report
 
 
-def tally_rows(source: RowSource, prices: PriceTable) -> tuple[list[RowDigest], tuple[Ledger, CostLedger]]:
-    """A finished run's digests, and its ledger and cost added up on the way: the rows are read once, one at a time."""
+def tally_rows(source: RowSource, prices: PriceTable, *, billed: Iterable[Any] = ()
+               ) -> tuple[list[RowDigest], tuple[Ledger, CostLedger]]:
+    """A finished run's digests, and its ledger and cost added up on the way: the rows are read once, one at a time.
+    ``billed``: calls of the run outside any case (the preflight's), as rows of calls: in the cost, not the cases'."""
     calls, cost = LedgerTally(spool=True), CostTally(prices)
     digests = source.digests(calls.add, cost.add)
+    for row in billed:
+        cost.add(row)
     return digests, (calls.result(), cost.result())

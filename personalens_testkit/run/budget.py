@@ -1,22 +1,46 @@
-"""``--max-cost``: a run stops starting cases before its spend would pass the budget.
+"""``--max-cost``: a run never starts a case its budget cannot pay for.
 
-The controlling process prices each row's live calls as the row arrives (the price table; replayed calls cost
-nothing now). After each row it asks whether one more case may start: the spend so far, plus the expected spend
-of the cases still under way in the other lanes, plus the next case's, must stay within the budget. A case's
-expected spend is the mean of the cases that spent so far (before any, the estimate's). When it may not, the
-run's stop signal is raised: no process starts another case (cases already under way finish and keep their
-rows), the cases not started are reported as not run because of the budget - never passed - and ``--resume``
-continues the run.
+Every process that starts cases - pytest's own loop, the threads that evaluate ahead (``--concurrency``), each
+xdist worker - shares one ledger, a file in the run folder, under an exclusive lock (``fcntl.flock``). Before a
+case starts, its process **reserves** it: the spend of the cases that ended, plus every case still under way
+at its expected spend, plus this one, must stay within the budget. When a case ends, its process **settles** it
+with what its live calls cost (the price table; replayed calls cost nothing now). A case's expected spend is the
+mean of the settled cases that spent (before any, the estimate's point per live case).
+
+So the spend is counted when cases start and end, wherever they run, not when pytest reaches their rows (a case
+evaluated ahead has spent long before): the run spends at most the budget plus what the cases under way spend
+beyond their expected share. When a case may not start, the run's stop signal is raised: no process starts
+another case (cases already under way finish and keep their rows), the cases not started are reported as not
+run because of the budget - never passed - and ``--resume`` continues the run.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
+import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..costs.prices import PriceTable
 from ..costs.spend import call_cost, format_cost
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the ledger holds: the settled spend, the cases that spent, and the cases reserved and not settled."""
+
+    spent: float
+    spending: int
+    open: int
+    expected: float | None
+    #: the settled cases' part of ``spent`` (the rest: calls outside any case, the preflight's)
+    in_cases: float = 0.0
+
+    def per_case(self, fallback: float) -> float:
+        return self.in_cases / self.spending if self.spending else (self.expected if self.expected is not None
+                                                                    else fallback)
 
 
 @dataclass
@@ -25,19 +49,19 @@ class Budget:
     prices: PriceTable
     #: each role's priced spec (the assistant's None for a bot: its own cost is not counted)
     specs: Mapping[str, str | None]
-    #: cases under way at once: xdist workers x --concurrency
-    lanes: int
-    #: a case's expected spend before any case has spent (the estimate's point per live case)
-    expected_per_case: float
-    spent: float = 0.0
-    spending_cases: int = 0
+    #: the ledger file every process of the run shares
+    path: Path
+    #: a case's expected spend before any case settled (the estimate's point per live case), worked out once, by
+    #: the first process to reserve, and kept in the ledger for the others
+    expected: Callable[[], float] = field(default=lambda: 0.0)
     tripped: str | None = field(default=None)
 
-    def row_cost(self, row: Mapping[str, Any]) -> float:
-        """What a row's live calls cost (calls of a role without a price, or without token counts: 0 - a budget
-        run refuses to start with an unpriced role, see :func:`unpriced_roles`)."""
+    def cost_of(self, calls: Iterable[Any]) -> float:
+        """What these calls (a row's call dicts, or a call log's records) cost live: a replayed call, a role without a
+        price, or a call without token counts costs 0 (a budget run refuses to start with an unpriced role)."""
         total = 0.0
-        for call in row.get("calls") or ():
+        for call in calls:
+            call = call.as_dict() if hasattr(call, "as_dict") else call
             if not isinstance(call, Mapping) or call.get("replayed"):
                 continue
             spec = self.specs.get(str(call.get("role")))
@@ -50,24 +74,89 @@ class Budget:
                                cache_write_tokens=_count(call.get("cache_write_tokens")))
         return total
 
-    def observe(self, line: str) -> str | None:
-        """Count one row (its JSON line); the reason to stop starting cases, or None."""
-        try:
-            row = json.loads(line)
-        except ValueError:
-            return None
-        cost = self.row_cost(row) if isinstance(row, Mapping) else 0.0
-        self.spent += cost
-        self.spending_cases += cost > 0
+    def row_cost(self, row: Mapping[str, Any]) -> float:
+        """What a row's live calls cost."""
+        return self.cost_of(row.get("calls") or ())
+
+    def reserve(self, case: str) -> str | None:
+        """Before ``case`` starts: reserve its expected spend; the reason to stop (the case does not start) when the
+        spend, the cases under way and this one would pass the budget."""
         if self.tripped is not None:
-            return None
-        per_case = self.spent / self.spending_cases if self.spending_cases else self.expected_per_case
-        if self.spent + self.lanes * per_case > self.limit:  # the lanes still busy, and the next case
-            self.tripped = (f"the budget: spent {format_cost(self.spent)} of --max-cost {format_cost(self.limit)}; "
-                            f"another case would likely pass it ({format_cost(per_case)} a case, {self.lanes} under "
-                            "way at once); the cases not started are not run because of the budget")
             return self.tripped
+        with self._locked() as handle:
+            ledger = _read(handle)
+            expected = ledger.expected
+            if expected is None:
+                expected = max(0.0, float(self.expected()))
+                handle.write(f"E\t{expected!r}\n")
+            per_case = Ledger(ledger.spent, ledger.spending, ledger.open, expected, ledger.in_cases).per_case(expected)
+            if ledger.spent + (ledger.open + 1) * per_case > self.limit * (1 + 1e-9):
+                self.tripped = (f"the budget: spent {format_cost(ledger.spent)} of --max-cost "
+                                f"{format_cost(self.limit)}, {ledger.open} case(s) under way; another case would likely "
+                                f"pass it ({format_cost(per_case)} a case); the cases not started are not run because "
+                                "of the budget")
+                return self.tripped
+            handle.write(f"R\t{_key(case)}\n")
         return None
+
+    def settle(self, case: str, calls: Iterable[Any]) -> float:
+        """When ``case`` ends: its live calls' cost replaces its reservation; returns the cost."""
+        cost = self.cost_of(calls)
+        with self._locked() as handle:
+            handle.write(f"S\t{_key(case)}\t{cost!r}\n")
+        return cost
+
+    def spend_outside(self, calls: Iterable[Any]) -> float:
+        """Calls of the run outside any case (the preflight's): in the spend, not in a case's mean; returns the cost."""
+        cost = self.cost_of(calls)
+        with self._locked() as handle:
+            handle.write(f"X\t{cost!r}\n")
+        return cost
+
+    def read(self) -> Ledger:
+        with self._locked() as handle:
+            return _read(handle)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[Any]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _key(case: str) -> str:
+    return case.replace("\t", " ").replace("\n", " ")
+
+
+def _read(handle: Any) -> Ledger:
+    handle.seek(0)
+    reserved: set[str] = set()
+    settled: dict[str, float] = {}
+    outside = 0.0
+    expected = None
+    for line in handle.read().splitlines():
+        kind, _, rest = line.partition("\t")
+        try:
+            if kind == "R":
+                reserved.add(rest)
+            elif kind == "S":
+                case, _, cost = rest.rpartition("\t")
+                settled[case] = settled.get(case, 0.0) + float(cost)
+            elif kind == "E":
+                expected = float(rest)
+            elif kind == "X":
+                outside += float(rest)
+        except ValueError:
+            continue  # a line cut short by a full disk: the rest still counts
+    spent = sum(settled.values())
+    return Ledger(spent + outside, sum(1 for cost in settled.values() if cost > 0), len(reserved - set(settled)),
+                  expected, spent)
 
 
 def _count(value: Any) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fcntl
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..agents.judge import Judge
 from ..agents.user_agent import UserAgent
@@ -20,11 +20,14 @@ from ..files import write_atomically
 from ..secrets import redact
 from ..settings import RunSettings
 from ..transcripts import format_transcript
-from .concurrency import EvaluateAhead
+from .concurrency import Case, EvaluateAhead
 from .assistant import AssistantUnderTest
 from .models import ModelPool
 from .recording import Recording
 from .stop import StopSignal
+
+if TYPE_CHECKING:  # --max-cost's machinery loads when a run asks for it
+    from .budget import Budget
 
 
 class CaseRunner:
@@ -38,6 +41,8 @@ class CaseRunner:
         self.recording = recording
         self._built: list[Assistant] = []
         self._ahead: EvaluateAhead | None = None
+        #: --max-cost's ledger (None: no budget): a case reserves before it starts and settles when it ends
+        self.budget: Budget | None = None
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -67,9 +72,24 @@ class CaseRunner:
             self.evaluate, self.settings.concurrency, upcoming, may_start=self._may_start,
         )
 
-    def _may_start(self) -> bool:
-        """False once the run is told to stop (a budget, a decided verdict, a dead endpoint): no case starts ahead."""
-        return StopSignal(self.run_dir).reason() is None
+    def _may_start(self, case: Case) -> bool:
+        """False once the run is told to stop (a budget, a decided verdict, a dead endpoint), or when the budget
+        cannot pay for this case: no case starts ahead."""
+        _, scenario, repeat, _ = case
+        return StopSignal(self.run_dir).reason() is None and self.reserve(scenario, repeat) is None
+
+    def reserve(self, scenario: Scenario, repeat: int = 1) -> str | None:
+        """Before a case starts: its expected spend reserved in the budget's ledger; the reason it may not start (the
+        run's stop signal is raised with it), or None."""
+        if self.budget is None:
+            return None
+        try:
+            reason = self.budget.reserve(case_id(scenario.scenario_id, repeat))
+        except OSError as exc:  # a full disk, say: no case starts that the budget cannot count
+            reason = f"the budget's ledger cannot be written ({exc}); the cases not started are not run"
+        if reason is not None:
+            StopSignal(self.run_dir).raise_(reason)
+        return reason
 
     def started(self, nodeid: str) -> bool:
         """Whether this case's evaluation was started ahead of its pytest case."""
@@ -89,8 +109,14 @@ class CaseRunner:
             return Evaluation.failed(scenario, exc, phase="evaluating", max_turns=self.settings.max_turns, repeat=repeat)
 
     def evaluate(self, scenario: Scenario, rerecord: str = "", repeat: int = 1) -> Evaluation:
-        """Evaluate one scenario and keep its transcript; never raises (a failure is the case's error)."""
+        """Evaluate one scenario and keep its transcript; never raises (a failure is the case's error). With a
+        budget, the case's live calls settle its reservation."""
         evaluation = self._evaluate(scenario, rerecord, repeat)
+        if self.budget is not None:
+            try:
+                self.budget.settle(case_id(scenario.scenario_id, repeat), evaluation.dialogue.log.records)
+            except OSError as exc:  # the ledger cannot be written: the case keeps its row, the run stops
+                StopSignal(self.run_dir).raise_(f"the budget's ledger cannot be written ({exc})")
         try:
             write_atomically(self.transcript_path(scenario, repeat), redact(format_transcript(evaluation)))
         except StorageError as exc:

@@ -27,11 +27,12 @@ Case = tuple[str, Scenario, int, str]
 
 class EvaluateAhead:
     def __init__(self, cases: Sequence[Case], evaluate: Callable[[Scenario, str, int], Evaluation], workers: int,
-                 upcoming: Callable[[], list[str]] | None = None, may_start: Callable[[], bool] | None = None) -> None:
+                 upcoming: Callable[[], list[str]] | None = None,
+                 may_start: Callable[[Case], bool] | None = None) -> None:
         """``upcoming()``: the keys of the cases this process will run next, in order (an xdist worker's queue);
-        None: the order of ``cases``. ``may_start()``: False once the run is told to stop (no case starts ahead
-        then; one already started still gives its case its row)."""
-        self._may_start = may_start or (lambda: True)
+        None: the order of ``cases``. ``may_start(case)``: False once the run is told to stop, or when this case may
+        not start (its budget) - no case starts ahead then; one already started still gives its case its row."""
+        self._may_start = may_start or (lambda _case: True)
         self._cases = list(cases)
         self._position = {key: i for i, (key, *_rest) in enumerate(self._cases)}
         self._evaluate = evaluate
@@ -101,7 +102,7 @@ class EvaluateAhead:
     def _submit(self, case: Case) -> bool:
         """Start this case unless it was started; whether it was started now."""
         key, scenario, repeat, rerecord = case
-        if key in self._futures or key in self._started or (key != self._current and not self._may_start()):
+        if key in self._futures or key in self._started or (key != self._current and not self._may_start(case)):
             return False
         self._started.add(key)
         submit = self._pool.submit

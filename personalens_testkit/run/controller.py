@@ -53,12 +53,8 @@ class RunController:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.breaker = Breaker(run.settings.stop_after_errors)
-        #: --max-cost (None: no budget), set up once the lanes are known (:meth:`start`)
-        self.budget: Budget | None = None
         #: --stop-when-decided (None: the run runs every case)
         self.early: EarlyStop | None = None
-        #: cases under way at once (xdist workers x --concurrency), set before the first row
-        self.lanes = 1
         self._armed = False
         #: why the run stopped early, if it did
         self.stopped: str | None = None
@@ -70,11 +66,9 @@ class RunController:
         self.run.stop_signal.prepare()
 
     def _arm(self) -> None:
-        """At the first row (an xdist controller collects no case: it learns of the run from its rows): the budget
-        and the early decision, if the run asks for them."""
+        """At the first row (an xdist controller collects no case: it learns of the run from its rows): the early
+        decision, if the run asks for it."""
         self._armed = True
-        if self.run.settings.max_cost is not None:
-            self.budget = make_budget(self.run, self.lanes)
         if self.run.settings.stop_when_decided:
             self.early = make_early_stop(self.run)
 
@@ -91,13 +85,18 @@ class RunController:
         if writer.out_of_room is not None:
             return self._stop(f"no room left for more result rows: {writer.out_of_room}")
         reason = self.breaker.observe({"status": "error", "error": error} if error else {})
-        if reason is None and self.budget is not None:
-            reason = self.budget.observe(line)
         if reason is None and self.early is not None:
             from ..results.digest import RowDigest  # loaded with --stop-when-decided's machinery
 
             reason = self.early.observe(RowDigest(ResultRow.model_validate_json(line)))  # kept until its tries are in
-        return self._stop(reason) if reason is not None else None
+        return self._stop(reason) if reason is not None else self.adopt()
+
+    def adopt(self) -> str | None:
+        """A stop another process raised (a case its budget could not pay for): the run's own, once."""
+        reason = self.run.stop_signal.reason() if self.stopped is None else None
+        if reason is not None:
+            self.stopped = reason
+        return reason
 
     def _stop(self, reason: str) -> str | None:
         if self.stopped is not None:
@@ -107,19 +106,23 @@ class RunController:
         return reason
 
 
-def make_budget(run: Run, lanes: int) -> Budget:
+def make_budget(run: Run) -> Budget:
+    """The run's budget: its ledger in the run folder, shared by every process; a case's expected spend from the
+    estimate, worked out by the first process that reserves a case."""
     from ..costs.prices import load_prices
     from .budget import Budget
     from .cost_estimate import of_run, priced_spec
 
     s = run.settings
-    estimate = of_run(run)
-    live = max(1, estimate.live_cases[1])
-    point = estimate.known_cost[1]
+
+    def expected() -> float:
+        estimate = of_run(run)
+        return estimate.known_cost[1] / max(1, estimate.live_cases[1])
+
     specs = {role: (None if role == "assistant" and run.assistant.is_bot else priced_spec(s, spec))
              for role, spec in s.model_specs().items()}
-    return Budget(limit=float(s.max_cost or 0), prices=load_prices(s.prices), specs=specs, lanes=max(1, lanes),
-                  expected_per_case=point / live)
+    return Budget(limit=float(s.max_cost or 0), prices=load_prices(s.prices), specs=specs,
+                  path=run.run_dir / ".budget", expected=expected)
 
 
 def make_early_stop(run: Run) -> EarlyStop:
@@ -133,8 +136,3 @@ def make_early_stop(run: Run) -> EarlyStop:
     return EarlyStop.build(run.thresholds.aggregate, domains, enforced=not run.recording.plan.checks_reproduction,
                            repeat=s.repeat, base_rows=base, margin=s.baseline_margin,
                            counting=s.completion_counting)
-
-
-def lanes(workers: object, concurrency: int) -> int:
-    """Cases under way at once: xdist's ``-n`` (an int once xdist has read it; 1 without xdist) x --concurrency."""
-    return (workers if isinstance(workers, int) and workers > 0 else 1) * concurrency

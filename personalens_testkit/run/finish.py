@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Sequence
 
 from ..calibration.report import CalibrationReport
 from ..costs.prices import load_prices
@@ -18,6 +19,7 @@ from ..gating.verdict import NotRun, RunVerdict
 from ..report.model import RunReport, build_report, tally_rows
 from ..report.outputs import FORMATS, in_folder, write_report_files
 from ..results.files import load_rows
+from ..results.rows import CallRow
 from ..results.source import RowSource
 from ..settings import RunSettings
 from .recording import Recording
@@ -38,12 +40,17 @@ class RunOutcome:
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
                run: dict[str, Any], snapshot: dict[str, Any], expectations: Expectations | None = None,
                calibration: CalibrationReport | None = None, written: set[bytes] | None = None,
-               not_run: NotRun | None = None) -> RunOutcome:
+               not_run: NotRun | None = None, preflight: Sequence[Any] = ()) -> RunOutcome:
+    """``preflight``: the calls the preflight made (one minimal call per live remote model): billed by the provider,
+    so in the run's cost."""
     # one digest a case (the rows read once, one at a time, the ledger and cost added up on the way): the outputs
     # that show whole rows read them again from the file, so the run's memory does not grow with its cases
     prices = load_prices(settings.prices)
     source = RowSource(results, written=written)
-    rows, tallied = tally_rows(source, prices)
+    billed = [SimpleNamespace(user_model=run.get("user_model"), assistant_model=run.get("assistant_model"),
+                              judge_model=run.get("judge_model"), calls=[CallRow(**call.as_dict()) for call in preflight])
+              ] if preflight else []
+    rows, tallied = tally_rows(source, prices, billed=billed)
     comparison = base_rows = None
     # the judge's noise from this run's own judgements (a resumed row's second judgement is another run's)
     retest = measure([row for row in rows if row.run_id == run["run_id"]], share=settings.judge_retest or None,

@@ -7,8 +7,9 @@ client gets an address that is never contacted (the cassette answers).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..callsite import ROLES
 from ..errors import ModelServerError, PersonalensError, UsageError
@@ -23,6 +24,9 @@ from ..llm.retry import ping
 from ..replay.router import recorded_answer
 from ..settings import RunSettings
 
+if TYPE_CHECKING:
+    from ..agents.calls import CallRecord
+
 #: Where an embedded model that is only replayed "runs": never contacted (the cassette answers), and the
 #: same address as a live one once normalised (loopback host and port -> ``local``, the path kept).
 REPLAY_ONLY_URL = server_url(9)
@@ -34,6 +38,8 @@ class ModelPool:
         self.settings = settings
         self.run_dir = run_dir
         self.live_roles = live_roles
+        #: the preflight's calls (one minimal real call per live remote model): billed, so counted in the run's cost
+        self.preflight: list[CallRecord] = []
         self.is_controller = is_controller
         self._handles = dict(server_handles or {})
         self._healthy: set[str] = set()
@@ -153,7 +159,14 @@ class ModelPool:
                 where = f"{describe(spec, s.models)} at {endpoint_of(model)}"
                 if where not in pinged:
                     pinged.add(where)
-                    ping(model, role)  # type: ignore[arg-type]
+                    from ..agents.calls import CallRecord  # the dialogue machinery: loaded when a run pings
+
+                    began = time.perf_counter()
+                    answer = ping(model, role)  # type: ignore[arg-type]
+                    self.preflight.append(CallRecord(
+                        role=role, label="preflight", turn=0, seconds=round(time.perf_counter() - began, 3),  # type: ignore[arg-type]
+                        prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
+                        cache_read_tokens=answer.cache_read_tokens, cache_write_tokens=answer.cache_write_tokens))
             except PersonalensError as exc:
                 raise UsageError(f"{role.replace('_', ' ')} model, {label(role, spec)}: {exc}") from None
             finally:

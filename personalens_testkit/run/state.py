@@ -100,7 +100,13 @@ class Run:
     def runner(self) -> CaseRunner:
         from .cases_runner import CaseRunner  # the dialogue and judging machinery: loaded when a case runs
 
-        return CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant, self.recording)
+        runner = CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant,
+                            self.recording)
+        if self.settings.max_cost is not None:  # --max-cost: every process reserves and settles in one ledger
+            from .controller import make_budget
+
+            runner.budget = make_budget(self)
+        return runner
 
     @cached_property
     def thresholds(self) -> Thresholds:
@@ -142,6 +148,11 @@ class Run:
         self.models.check_credentials(self._role_label)
         self.assistant.check(self.models, reach=reach)
         self.models.ping_all(self._role_label)
+        if self.settings.max_cost is not None and self.models.preflight:  # billed: in the budget's spend too
+            try:
+                self.runner.budget.spend_outside(self.models.preflight)  # type: ignore[union-attr]
+            except OSError as exc:
+                raise UsageError(f"--max-cost: the budget's ledger in {self.run_dir} cannot be written ({exc})") from None
 
     def _role_label(self, role: str, spec: str) -> str:
         """Where a role's model was chosen: the option, the model entry, or the assistant entry."""
@@ -194,7 +205,7 @@ class Run:
         return finish_run(self.settings, self.writer.path, self.run_dir, self.thresholds, self.recording,
                           run=self.run_info.model_dump(), snapshot=settings_snapshot(self.settings, self.recording.shown),
                           expectations=self.expectations, calibration=self.calibration, written=self.writer.written,
-                          not_run=not_run)
+                          not_run=not_run, preflight=self.models.preflight)
 
     def close(self) -> None:
         if "runner" in self.__dict__:

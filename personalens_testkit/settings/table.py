@@ -196,11 +196,10 @@ SETTINGS: tuple[Setting, ...] = (
               metavar="PATH", config=False) for form in FORMATS),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
             "shared scenarios", "path", metavar="REPORT", config=False),
-    Setting("baseline_margin", "the drop --baseline tolerates: red only when the interval of the difference is shown "
-            "below -X, green only when shown above it (default: per metric, the drop the judge alone is shown to "
-            "produce on this run's dialogues judged from the recording and again now, --judge-retest, times the share "
-            "of scores judged now; that default moves only the red bar; 0 when none is shown)", "float", metavar="X",
-            low=0, config=False),
+    Setting("baseline_margin", "the drop --baseline tolerates, on every metric: green only when the interval of the "
+            "difference is shown above -X (default: thresholds.yaml's margin per metric); red is shown below the "
+            "judge's drift (thresholds.yaml's, or what --judge-retest measures, never above the margin)", "float",
+            metavar="X", low=0, config=False),
     Setting("judge_retest", "judge this share (0-1) of the cases a second time, chosen by case id, and report the "
             "judge's test-retest agreement per dimension; the second judgement never counts in a score (default 0)",
             "float", metavar="SHARE", low=0, high=1, default=0.0),

@@ -75,6 +75,8 @@ class FakeLLM:
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
         self.requests: list[dict[str, Any]] = []
+        #: each chat answer's model and the token counts it reported (what a provider bills)
+        self.usage: list[tuple[str, dict[str, int]]] = []
         self.headers: list[dict[str, str]] = []
         self.pings: list[dict[str, Any]] = []
         #: faults injected, by kind
@@ -229,10 +231,13 @@ class FakeLLM:
                 if converse:
                     self._send(200, _converse_answer(body, text))
                     return
+                usage = {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": len(text) // 4}
+                with fake._lock:
+                    fake.usage.append((str(body.get("model", "fake")), usage))
                 self._send(200, {
                     "id": "x", "object": "chat.completion", "model": body.get("model", "fake"),
                     "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": len(text) // 4},
+                    "usage": usage,
                 })
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
