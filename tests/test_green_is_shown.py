@@ -21,6 +21,7 @@ from personalens_testkit.gating.thresholds import (
 from personalens_testkit.gating.verdict import decide_run, run_verdict
 from personalens_testkit.results.digest import RowDigest
 from personalens_testkit.results.rows import CallRow, ResultRow
+from personalens_testkit.run.early_stop import EarlyStop
 
 SCORES = {"task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 4,
           "coherence_user": 4, "coherence_assistant": 4}
@@ -261,3 +262,17 @@ def test_the_plan_command_says_the_size_a_selection_of_it_and_its_cost(tmp_path,
     assert "30 scenario(s)" in json.loads(capsys.readouterr().out)["spread_basis"]
     assert cli(["plan", "--margin", "-1"]) == 2
     assert "--margin: must be 0 or more" in capsys.readouterr().err
+
+
+def test_an_unchanged_bot_stops_green_early_and_says_the_sequence_ranges():
+    """--stop-when-decided ends an unchanged bot's run green once non-inferiority is shown; the reason gives each
+    required test's confidence-sequence range (valid at the data-dependent stop, unlike a fixed-n interval)."""
+    base = [_row(i, 2 + i % 3) for i in range(1500)]
+    early = EarlyStop.build(Thresholds().aggregate, ["Alarm"], enforced=True, repeat=1, base_rows=base, margin=None)
+    reason = None
+    for count, row in enumerate(base, 1):
+        reason = early.observe(row)
+        if reason is not None:
+            break
+    assert reason is not None and reason.startswith("decided green after ") and count < len(base)
+    assert reason.count("range [") == 4 and "md" not in reason  # the four headline metrics, the whole run's

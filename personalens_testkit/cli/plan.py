@@ -16,7 +16,8 @@ from ..errors import UsageError
 from ..gating.planning import Plan, plan
 from ..gating.thresholds import default_thresholds_path, load_thresholds
 from ..results.files import load_rows
-from ..settings import OPTION_NAMES, SETTINGS, RunSettings, check_selection, resolve_settings
+from ..settings import OPTION_NAMES, RunSettings, check_selection, resolve_settings
+from .estimate import estimate_of, with_run_options
 
 
 def planned_selection(settings: RunSettings, needed: int) -> tuple[tuple[int, ...], int, int]:
@@ -81,21 +82,15 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _print_cost(settings: RunSettings, profiles: tuple[int, ...]) -> None:
     from ..costs.estimate import format_estimate
-    from ..run.cases import RunCases
-    from ..run.cost_estimate import run_estimate
 
     chosen = dataclasses.replace(settings, selection=dataclasses.replace(settings.selection, profiles=profiles))
-    cases: Any = RunCases(chosen, identity=lambda: None).selected  # type: ignore[arg-type,return-value]
-    for line in format_estimate(run_estimate(chosen, open_dataset(chosen.data_path), cases)):
+    for line in format_estimate(estimate_of(chosen)):
         print(line)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    cmd = sub.add_parser("plan", help="how many scenarios a gate needs for the thresholds' margins, the selection "
-                                      "that gives them, and its cost (no model is called)")
-    for setting in SETTINGS:
-        if setting.option is not None:
-            setting.add_to(cmd)
+    cmd = with_run_options(sub.add_parser("plan", help="how many scenarios a gate needs for the thresholds' margins, "
+                                                       "the selection that gives them, and its cost (no model is called)"))
     cmd.add_argument("--margin", type=float, default=None, metavar="X",
                      help="plan for this margin on every metric (default: thresholds.yaml's, per metric)")
     cmd.add_argument("--spread-from", default=None, metavar="RESULTS",

@@ -153,7 +153,8 @@ class EarlyStop:
             return None
         deciding = next((e.test for e in self.tests if e.test.decision == "red"), None) if decision == "red" else None
         self.decided = (f"decided {decision} after {self.scenarios} scenario(s): "
-                        + (deciding.describe() if deciding else "every gated test green"))
+                        + (deciding.describe() if deciding else "every gated test green that green needs: "
+                           + "; ".join(e.test.describe() for e in self.tests if e.test.required)))
         return self.decided
 
     def summary(self) -> list[str]:
