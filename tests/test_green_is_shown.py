@@ -20,8 +20,12 @@ from personalens_testkit.gating.thresholds import (
 )
 from personalens_testkit.gating.verdict import decide_run, run_verdict
 from personalens_testkit.results.digest import RowDigest
-from personalens_testkit.results.rows import CallRow, ResultRow
+from personalens_testkit.results.recorded import slim
+from personalens_testkit.results.rows import CallRow, ResultRow, dialogue_digest
 from personalens_testkit.run.early_stop import EarlyStop
+
+from .support.fake_llm import FakeLLM, Script
+from .support.project import latest_report, recording_project, run_against
 
 SCORES = {"task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 4,
           "coherence_user": 4, "coherence_assistant": 4}
@@ -32,9 +36,10 @@ def _row(i: int, p: int = 3, *, kind: str = "sd", live: bool = True, transcript:
          run_id: str = "run", completed: bool = True) -> ResultRow:
     sid = f"user{i}-SD-Alarm-task-1" if kind == "sd" else f"user{i}-MD-task-1"
     calls = [CallRow(role=role, label=role, turn=1, seconds=0.1, replayed=not live) for role in ("user", "judge")]
+    transcript = TRANSCRIPT if transcript is None else transcript
     return ResultRow(scenario_id=sid, task_kind=kind, domains=["Alarm"], status="passed", run_id=run_id,
                      scores={**SCORES, "personalization": p, "task_completion": completed},
-                     transcript=TRANSCRIPT if transcript is None else transcript, calls=calls)
+                     transcript=transcript, dialogue_digest=dialogue_digest(transcript), calls=calls)
 
 
 def _overall(comparison, metric: str = "personalization"):
@@ -103,6 +108,7 @@ def test_a_scenario_is_replayed_whole_only_when_every_try_is_the_base_played_bac
     same = _row(0, 3, live=False, run_id="c")
     assert replayed_whole(base, [same]) == {same.scenario_id}
     assert replayed_whole(base, [RowDigest(same)]) == {same.scenario_id}  # a digest reads the same
+    assert replayed_whole([slim(row) for row in base], [same]) == {same.scenario_id}  # the recording keeps no transcript
     if change == "live call":
         candidate = [_row(0, 3, live=True, run_id="c")]
     elif change == "other dialogue":
@@ -276,3 +282,27 @@ def test_an_unchanged_bot_stops_green_early_and_says_the_sequence_ranges():
             break
     assert reason is not None and reason.startswith("decided green after ") and count < len(base)
     assert reason.count("range [") == 4 and "md" not in reason  # the four headline metrics, the whole run's
+
+
+def test_a_replay_of_the_recording_against_its_recorded_results_is_green_through_the_plugin(pytester):
+    """The gate's own path: main records (cassettes and the slim recorded results, which keep no transcript), the
+    same bot replays offline with those results as --baseline - every scenario replayed whole, a difference of
+    exactly 0, green with margins of 0 and on a handful of scenarios."""
+    project = recording_project(pytester, "version: 1\naggregate: {min_n: 3, gates: [], margin: {task_completion: 0, "
+                                          "personalization: 0, naturalness_assistant: 0, coherence_assistant: 0}, "
+                                          "drift: {task_completion: 0, personalization: 0, naturalness_assistant: 0, "
+                                          "coherence_assistant: 0}}\n")
+    specs = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model",
+             "openai:fake-bot", "--profiles", "7", "--domains", "Alarm", "--max-turns", "2", "--task-kind", "sd"]
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run_against(project, fake.url, *specs, "--record-mode", "once")
+    recorded = project.path / "cassettes" / "reference" / "results.jsonl.xz"
+    replay = run_against(project, "http://127.0.0.1:9/v1", *specs, "--record-mode", "none", "--baseline", str(recorded))
+    assert replay.ret == 0, replay.stdout.str()[-3000:]
+    report = latest_report(project.path)
+    overall = {(d["group"], d["metric"]): d for d in report["comparison"]["results"]}
+    for metric in ("task_completion", "personalization", "naturalness_assistant", "coherence_assistant"):
+        found = overall[("overall", metric)]
+        assert found["replayed"] == found["n"] >= 3 and found["decision"] == "green", found
+        assert (found["difference"]["low"], found["difference"]["high"]) == (0.0, 0.0)
+    assert report["verdict"]["outcome"] == "passed"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
-from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -183,6 +182,9 @@ class ResultRow(ReadsScores, _Part):
     notes: list[str] = []
     transcript: list[dict[str, str]] = []
     transcript_path: Optional[str] = None
+    #: the dialogue's fingerprint (:func:`dialogue_digest`), kept when the recording drops the transcript: two rows
+    #: with one digest held the same dialogue (None: a row of an older version, or one without a dialogue)
+    dialogue_digest: Optional[str] = None
     calls: list[CallRow] = []
     #: the calls' token counts per role, as the recording keeps them when it drops ``calls``: [calls, prompt,
     #: completion, cache-read, cache-write tokens] (what ``personalens estimate`` measures a recording by)
@@ -201,15 +203,6 @@ class ResultRow(ReadsScores, _Part):
                       self.error.kind if self.error else None)
         return self
 
-    @property
-    def dialogue_digest(self) -> str | None:
-        """The dialogue's fingerprint (every turn's role and text), None when the row keeps none: two rows with one
-        digest held the same dialogue."""
-        if not self.transcript:
-            return None
-        text = json.dumps(self.transcript, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
     def usage_by_role(self) -> dict[str, list[int]]:
         """[calls, prompt, completion, cache-read, cache-write tokens] per role: from the calls, or the kept usage."""
         if not self.calls:
@@ -223,6 +216,18 @@ class ResultRow(ReadsScores, _Part):
         return found
 
 
+def dialogue_digest(transcript: Sequence[Mapping[str, str]]) -> str | None:
+    """A dialogue's fingerprint: every turn's role and text, in order (None for no dialogue)."""
+    if not transcript:
+        return None
+    fingerprint = hashlib.blake2b(digest_size=16)
+    for turn in transcript:
+        for part in (turn.get("role", ""), turn.get("content", "")):
+            text = part.encode("utf-8", "surrogatepass")
+            fingerprint.update(len(text).to_bytes(8, "big") + text)  # length-prefixed: no two dialogues alike
+    return fingerprint.hexdigest()
+
+
 def build_row(
     run: RunInfo, evaluation: Evaluation, *, status: Status, found: Sequence[_Shortfall], transcript_path: str | None,
     cassette: str | None = None, expected: str | None = None, verdict: str | None = None,
@@ -231,6 +236,7 @@ def build_row(
     case_verdict = verdict
     scenario, dialogue, verdict = evaluation.scenario, evaluation.dialogue, evaluation.verdict
     error = evaluation.error
+    transcript = dialogue.transcript()
     return ResultRow(
         **run.model_dump(),
         scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
@@ -251,7 +257,8 @@ def build_row(
         ),
         turns=dialogue.turns, max_turns=evaluation.max_turns,
         termination=dialogue.termination.value if dialogue.termination else None,
-        notes=list(dialogue.notes), transcript=dialogue.transcript(), transcript_path=transcript_path,
+        notes=list(dialogue.notes), transcript=transcript, transcript_path=transcript_path,
+        dialogue_digest=dialogue_digest(transcript),
         calls=[c.as_dict() for c in dialogue.log.records],
         started_at=evaluation.started_at, finished_at=evaluation.finished_at, seconds=evaluation.seconds,
     )
