@@ -9,6 +9,7 @@ import multiprocessing
 import queue as queue_module
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -118,4 +119,66 @@ def test_lanes_starting_and_ending_cases_in_any_order_spend_at_most_the_budget_p
         if running:
             case, cost = running.pop(rng.randrange(len(running)))
             spent += budget.settle(case, _calls(cost))
-    assert budget.read().spent == spent <= 1.0 + lanes * 0.4 + 1e-9
+    assert budget.read().spent == pytest.approx(spent, abs=1e-12) and spent <= 1.0 + lanes * 0.4 + 1e-9
+
+
+def test_a_line_a_full_disk_cut_short_is_mended_and_the_rest_still_counts(tmp_path):
+    """A reservation cut short without its line's end (a full disk) must not swallow the next line: the ledger mends
+    it before appending, and a process that read it half-written reads the rest once it is whole."""
+    path = tmp_path / ".budget"
+    budget = _budget(path, 1.0)
+    assert budget.reserve("c0") is None
+    with open(path, "ab") as handle:
+        handle.write(b"S\tc0\t")  # cut short before its cost, and its line's end
+    assert budget.settle("c1", _calls(0.25)) == 0.25
+    fresh = _budget(path, 1.0)
+    ledger = fresh.read()
+    assert ledger.spent == 0.25 and ledger.open == 1  # c0's cut line: not a settlement; c1's whole one counts
+    budget.settle("c0", _calls(0.5))
+    assert fresh.read().spent == 0.75 and budget.read().spent == 0.75  # each process reads on from where it was
+
+
+def test_a_case_id_with_any_line_break_is_one_ledger_line(tmp_path):
+    budget = _budget(tmp_path / ".budget", 1.0)
+    for name in ("a\tb", "c\rd", "e\u2028f", "g\x0bh\ni"):
+        assert budget.reserve(name) is None
+        budget.settle(name, _calls(0.01))
+    ledger = budget.read()
+    assert ledger.open == 0 and ledger.spending == 4 and ledger.spent == pytest.approx(0.04)
+
+
+class _Runner:
+    """A case runner whose budget refuses a case that a thread starts ahead at that very moment (the race)."""
+
+    def __init__(self) -> None:
+        self.ahead: set[str] = set()
+
+    def started(self, nodeid: str) -> bool:
+        return nodeid in self.ahead
+
+    def reserve(self, scenario: object, repeat: int) -> str:
+        self.ahead.add("case")  # started ahead between the hook's look and its reservation
+        return "the budget: another case would likely pass it"
+
+    def waiting_ahead(self) -> bool:
+        return True
+
+
+def test_a_case_started_ahead_while_its_turn_was_refused_still_runs_to_its_row():
+    """The protocol hook asks whether the case was started ahead, then reserves it; a thread may start it in between
+    and spend. The hook must then let it run to its row (rows == cases run), not skip it as not run."""
+    from personalens_testkit.data.loader import open_dataset
+    from personalens_testkit.data.selection import Selection, select_scenarios
+    from personalens_testkit.plugin.cases import STATE, pytest_runtest_protocol
+
+    scenario = select_scenarios(open_dataset(None), Selection(profiles=(7,)))[0]
+    run = SimpleNamespace(stop_signal=SimpleNamespace(reason=lambda: None), runner=_Runner())
+    stash = pytest.Stash()
+    stash[STATE] = run  # type: ignore[assignment]
+    item = SimpleNamespace(config=SimpleNamespace(stash=stash), nodeid="case", get_closest_marker=lambda name: True,
+                           callspec=SimpleNamespace(params={"scenario": scenario, "personalens_repeat": 1}),
+                           session=SimpleNamespace(shouldstop=False))
+    assert pytest_runtest_protocol(item, None) is None  # run: its evaluation is under way
+    run.runner.reserve = lambda scenario, repeat: "the budget: refused"  # refused, not started ahead: not run
+    item.nodeid = "another"
+    assert pytest_runtest_protocol(item, None) is True

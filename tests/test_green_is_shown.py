@@ -4,6 +4,7 @@ too small to decide, the planned size - each rule tested directly, so that dropp
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -13,6 +14,7 @@ from personalens_testkit.cli import main as cli
 from personalens_testkit.errors import ConfigError
 from personalens_testkit.gating.aggregate import evaluate_gates, summarise
 from personalens_testkit.gating.compare import compare_rows, replayed_whole
+from personalens_testkit.gating.intervals import p_below
 from personalens_testkit.gating.planning import plan, scenarios_for
 from personalens_testkit.gating.sequential import ConfidenceSequence, SequentialTest, run_decision
 from personalens_testkit.gating.thresholds import (
@@ -267,7 +269,7 @@ def test_the_plan_command_says_the_size_a_selection_of_it_and_its_cost(tmp_path,
     assert cli(["plan", "--spread-from", str(rows), "--json"]) == 0
     assert "30 scenario(s)" in json.loads(capsys.readouterr().out)["spread_basis"]
     assert cli(["plan", "--margin", "-1"]) == 2
-    assert "--margin: must be 0 or more" in capsys.readouterr().err
+    assert "--margin: must be a number, 0 or more" in capsys.readouterr().err
 
 
 def test_an_unchanged_bot_stops_green_early_and_says_the_sequence_ranges():
@@ -306,3 +308,29 @@ def test_a_replay_of_the_recording_against_its_recorded_results_is_green_through
         assert found["replayed"] == found["n"] >= 3 and found["decision"] == "green", found
         assert (found["difference"]["low"], found["difference"]["high"]) == (0.0, 0.0)
     assert report["verdict"]["outcome"] == "passed"
+
+
+def test_a_few_multi_domain_scenarios_all_broken_are_never_passed():
+    """Green asks the margin of the whole run only, but a multi-domain difference whose own estimate points at a drop
+    that matters must be decided: too few to evaluate, it makes the run inconclusive - never a pass."""
+    base = [_row(i, 4) for i in range(195)] + [_row(i, 4, kind="md") for i in range(195, 200)]
+    same = [_row(i, 4, live=False, run_id="c") for i in range(195)]
+    rules = AggregateGates(min_n=10)
+    for md_score, outcome in ((1, "inconclusive"), (4, "passed")):
+        candidate = same + [_row(i, md_score, kind="md", run_id="c") for i in range(195, 200)]
+        comparison = compare_rows(base, candidate, min_n=10)
+        md = {(d.group, d.metric): d for d in comparison.results}[("md", "personalization")]
+        assert md.decision == ("not evaluated" if md_score == 1 else "reported")
+        verdict = run_verdict(candidate, decide_run([], comparison, rules), rules, comparison=comparison)
+        assert verdict.outcome == outcome, verdict.headline
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 80), st.floats(min_value=0.5, max_value=0.999), st.sampled_from([0.05, 0.01, 0.0022]))
+def test_a_completion_rate_on_its_red_bar_is_shown_below_it_at_most_alpha_of_the_time(n, bar, alpha):
+    """The exact chance, over every outcome of n scenarios whose true rate sits on the bar, that the rate's test shows
+    it below the bar at level alpha: at most alpha at any n and any bar (a normal approximation ran to 44 times
+    alpha at n = 10, bar 0.99)."""
+    false_red = sum(math.comb(n, k) * bar ** k * (1 - bar) ** (n - k) for k in range(n + 1)
+                    if (p_below([1.0] * k + [0.0] * (n - k), bar, low=0.0, high=1.0, rate=True) or 1.0) <= alpha)
+    assert false_red <= alpha * (1 + 1e-9)

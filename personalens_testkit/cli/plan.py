@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,8 @@ def _plan(args: argparse.Namespace) -> int:
         options["record_mode"] = "all"  # the cost of recording the planned run (--record-mode prices another)
     settings = resolve_settings(options, Path.cwd(), os.environ)
     check_selection(settings)
-    if args.margin is not None and args.margin < 0:
-        raise UsageError(f"--margin: must be 0 or more (got {args.margin:g})")
+    if args.margin is not None and not (math.isfinite(args.margin) and args.margin >= 0):
+        raise UsageError(f"--margin: must be a number, 0 or more (got {args.margin:g})")
     rules = load_thresholds(settings.thresholds_path).aggregate
     rows = load_rows(Path(args.spread_from), what="--spread-from") if args.spread_from else None
     found: Plan = plan(rules, base_rows=rows, margin=args.margin)

@@ -254,8 +254,12 @@ def as_test(result: Difference) -> Test:
 
 def apply_decision(result: Difference, test: Test) -> None:
     decision = test.decision if result.gated else ("not evaluated" if not result.evaluated else "reported")
-    if result.gated and not result.required and decision in ("undecided", "not evaluated"):
-        decision = "reported"  # it could have turned the run red; short of that, it is not asked to show green
+    mean = result.difference.mean
+    if (result.gated and not result.required and decision in ("undecided", "not evaluated")
+            and (mean is None or mean >= -result.margin)):
+        # it could have turned the run red; short of that it is not asked to show green - unless its own estimate
+        # points at a drop that matters (a few multi-domain scenarios all broken): then it must be decided
+        decision = "reported"
     result.decision = decision
     high = result.difference.high
     # a reported (ungated) difference is described by its own interval; a gated one by the run's decision

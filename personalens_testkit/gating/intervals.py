@@ -131,8 +131,9 @@ def t_cdf(t: float, df: int) -> float:
 
 def p_below(values: Sequence[float], bar: float, *, low: float, high: float, rate: bool = False) -> float | None:
     """One-sided p-value of "the true mean is at or above ``bar``" (small: the values show it below the bar). A
-    rate gets the score test (the Wilson interval's own), a mean the t-test on :func:`spread_of`'s spread; None
-    below two values."""
+    rate of one try a scenario gets the exact binomial tail (a normal approximation's false red runs to several times
+    its level at small n or a bar near 1), a rate of averaged tries the score test, a mean the t-test on
+    :func:`spread_of`'s spread; None below two values."""
     n = len(values)
     if n < 2:
         return None
@@ -142,9 +143,20 @@ def p_below(values: Sequence[float], bar: float, *, low: float, high: float, rat
             return 1.0
         if bar >= 1.0:
             return 0.0 if mean < 1.0 else 1.0
+        if all(v in (0, 1) for v in values):  # one try a scenario: the exact binomial tail, valid at any n and bar
+            return binomial_at_most(round(mean * n), n, bar)
         return NormalDist().cdf((mean - bar) / math.sqrt(bar * (1.0 - bar) / n))
     spread = spread_of(sorted(float(v) for v in values), mean, low, high)
     return t_cdf((mean - bar) * math.sqrt(n) / spread, n - 1)
+
+
+def binomial_at_most(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p): the regularized incomplete beta I_{1-p}(n - k, k + 1)."""
+    if k >= n:
+        return 1.0
+    if k < 0:
+        return 0.0
+    return _incomplete_beta(1.0 - p, n - k, k + 1)
 
 
 def difference_estimate(base: Sequence[float], candidate: Sequence[float], *, span: float,

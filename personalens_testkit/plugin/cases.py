@@ -127,7 +127,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     case = is_case(item)
     if reason is None and case is not None:  # --max-cost: the case's expected spend reserved before it starts
         reason = run.runner.reserve(*case)
-    if reason is None:
+    if reason is None or run.runner.started(item.nodeid):  # started ahead meanwhile: it runs to its row
         return None
     if not run.runner.waiting_ahead():  # pytest's loop ends here, once no case started ahead waits for its row
         item.session.shouldstop = f"personalens: stopped: {reason}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ class Budget:
     #: the first process to reserve, and kept in the ledger for the others
     expected: Callable[[], float] = field(default=lambda: 0.0)
     tripped: str | None = field(default=None)
+    _tally: _Tally = field(default_factory=lambda: _Tally(), repr=False)
 
     def cost_of(self, calls: Iterable[Any]) -> float:
         """What these calls (a row's call dicts, or a call log's records) cost live: a replayed call, a role without a
@@ -84,11 +86,11 @@ class Budget:
         if self.tripped is not None:
             return self.tripped
         with self._locked() as handle:
-            ledger = _read(handle)
+            ledger = self._tally.read(handle)
             expected = ledger.expected
             if expected is None:
                 expected = max(0.0, float(self.expected()))
-                handle.write(f"E\t{expected!r}\n")
+                _append(handle, f"E\t{expected!r}")
             per_case = Ledger(ledger.spent, ledger.spending, ledger.open, expected, ledger.in_cases).per_case(expected)
             if ledger.spent + (ledger.open + 1) * per_case > self.limit * (1 + 1e-9):
                 self.tripped = (f"the budget: spent {format_cost(ledger.spent)} of --max-cost "
@@ -96,31 +98,31 @@ class Budget:
                                 f"pass it ({format_cost(per_case)} a case); the cases not started are not run because "
                                 "of the budget")
                 return self.tripped
-            handle.write(f"R\t{_key(case)}\n")
+            _append(handle, f"R\t{_key(case)}")
         return None
 
     def settle(self, case: str, calls: Iterable[Any]) -> float:
         """When ``case`` ends: its live calls' cost replaces its reservation; returns the cost."""
         cost = self.cost_of(calls)
         with self._locked() as handle:
-            handle.write(f"S\t{_key(case)}\t{cost!r}\n")
+            _append(handle, f"S\t{_key(case)}\t{cost!r}")
         return cost
 
     def spend_outside(self, calls: Iterable[Any]) -> float:
         """Calls of the run outside any case (the preflight's): in the spend, not in a case's mean; returns the cost."""
         cost = self.cost_of(calls)
         with self._locked() as handle:
-            handle.write(f"X\t{cost!r}\n")
+            _append(handle, f"X\t{cost!r}")
         return cost
 
     def read(self) -> Ledger:
         with self._locked() as handle:
-            return _read(handle)
+            return self._tally.read(handle)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[Any]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+", encoding="utf-8") as handle:
+        with open(self.path, "a+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield handle
@@ -130,33 +132,63 @@ class Budget:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _key(case: str) -> str:
-    return case.replace("\t", " ").replace("\n", " ")
+@dataclass
+class _Tally:
+    """A process's running reading of the ledger: only what other processes appended since its last look is read
+    (a reservation reads a few lines, not the whole run's)."""
 
+    offset: int = 0
+    reserved: set[str] = field(default_factory=set)
+    settled: dict[str, float] = field(default_factory=dict)
+    outside: float = 0.0
+    expected: float | None = None
 
-def _read(handle: Any) -> Ledger:
-    handle.seek(0)
-    reserved: set[str] = set()
-    settled: dict[str, float] = {}
-    outside = 0.0
-    expected = None
-    for line in handle.read().splitlines():
+    def read(self, handle: Any) -> Ledger:
+        handle.seek(self.offset)
+        data = handle.read()
+        end = data.rfind(b"\n") + 1  # a last line without its end (cut short by a full disk) is read once mended
+        for line in data[:end].decode("utf-8", "replace").split("\n"):
+            self._take(line)
+        self.offset += end
+        in_cases = math.fsum(self.settled.values())
+        return Ledger(in_cases + self.outside, sum(1 for cost in self.settled.values() if cost > 0),
+                      len(self.reserved - self.settled.keys()), self.expected, in_cases)
+
+    def _take(self, line: str) -> None:
         kind, _, rest = line.partition("\t")
         try:
             if kind == "R":
-                reserved.add(rest)
+                self.reserved.add(rest)
             elif kind == "S":
                 case, _, cost = rest.rpartition("\t")
-                settled[case] = settled.get(case, 0.0) + float(cost)
+                self.settled[case] = self.settled.get(case, 0.0) + _finite(cost)
             elif kind == "E":
-                expected = float(rest)
+                self.expected = _finite(rest)
             elif kind == "X":
-                outside += float(rest)
+                self.outside += _finite(rest)
         except ValueError:
-            continue  # a line cut short by a full disk: the rest still counts
-    spent = sum(settled.values())
-    return Ledger(spent + outside, sum(1 for cost in settled.values() if cost > 0), len(reserved - set(settled)),
-                  expected, spent)
+            pass  # a line a full disk cut short: the rest still counts
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _append(handle: Any, line: str) -> None:
+    """One line at the ledger's end, after mending a last line a full disk left without its end."""
+    handle.seek(0, os.SEEK_END)
+    if handle.tell():
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) != b"\n":
+            handle.write(b"\n")
+    handle.write(line.encode("utf-8") + b"\n")
+
+
+def _key(case: str) -> str:
+    return " ".join(case.split())  # one line, one field: no tab or line break of any kind
 
 
 def _count(value: Any) -> int:
