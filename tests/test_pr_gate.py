@@ -16,6 +16,7 @@ import pytest
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import recorded_rows, write_recorded
+from .support.reachable import tmp_path  # noqa: F401 - a folder a bot under its own user id can reach
 
 #: user 7's single-domain scenarios in these domains: enough for the baseline to decide (a gate needs 10)
 CASES = 13
