@@ -90,6 +90,9 @@ class Evaluation:
     #: a second judgement of the same dialogue (``--judge-retest``): {"scores": {...}} or {"error": "..."};
     #: it never counts in a score
     retest: dict[str, object] | None = None
+    #: a floor missed on this live judgement, judged again beside the base's dialogue
+    #: (:mod:`~personalens_testkit.run.confirmation`); it never changes a score
+    confirmation: dict[str, object] | None = None
     #: how many of the log's calls made the scores (the calls after them: the second judgement)
     scoring_calls: int | None = None
     #: assistant text addressed to the judge (flagged, and removed from what the judge reads)

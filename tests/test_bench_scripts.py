@@ -181,3 +181,13 @@ def test_secret_spellings_bench_small():
     assert re.search(r"benign: [\d,]+ shipped texts \(\d+ MiB\) under 3 random secrets: \d+ touched", out), out
     assert re.search(r"cost: \d+ us a request body", out) and "quick look-up key" in out, out
     assert re.search(r"worst shapes: a run of 1,000,000 backslashes: [\d.]+ s", out), out
+
+
+def test_live_floors_bench_small():
+    """A floor missed live, confirmed or cleared through the real rule and the real verdict code, both rules."""
+    out = bench("bench/live_floors.py", "--quick", "--jobs", "1")
+    rate = r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]"
+    cells = re.findall(rf"^\| 36 \| ([a-z ,]+) \| (confirm|report) \| 20 \| {rate} \| {rate} \| {rate} \| \d+\.\d\d \|$",
+                       out, re.M)
+    assert len(cells) == 6 and "R = judgements_for(n): 6 at n = 36" in out
+    assert len(re.findall(r"^  n=36 (as good|broken on a tenth): red \d\.\d{3} - (met|MISSED)$", out, re.M)) == 2

@@ -49,7 +49,7 @@ def concierge_project(pytester: pytest.Pytester, fake: FakeLLM, extra: str = "")
 def gate_live_floors(pytester: pytest.Pytester) -> None:
     """The shipped thresholds, with a floor missed on a live judgement gated (this fake judge never varies)."""
     text = default_thresholds_path().read_text()
-    (pytester.path / "thresholds.yaml").write_text(text.replace("live_judged_floors: report", "live_judged_floors: gate", 1))
+    (pytester.path / "thresholds.yaml").write_text(text.replace("live_judged_floors: confirm", "live_judged_floors: gate", 1))
 
 
 def run(pytester: pytest.Pytester, *args: str, variant: str | None = None) -> pytest.RunResult:

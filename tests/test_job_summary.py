@@ -110,7 +110,7 @@ def test_a_changed_bot_is_shown_with_its_turn_its_replies_and_its_scores(project
     from personalens_testkit.gating.thresholds import default_thresholds_path
 
     shipped = default_thresholds_path().read_text()  # this fake judge never varies: its floor misses may gate
-    (project.path / "thresholds.yaml").write_text(shipped.replace("live_judged_floors: report", "live_judged_floors: gate"))
+    (project.path / "thresholds.yaml").write_text(shipped.replace("live_judged_floors: confirm", "live_judged_floors: gate"))
     with FakeLLM(Script(terminate_after=2, judge_rule=forgetful_gets_1)) as fake:
         live = run(project, fake.url, "--record-mode", "new_episodes", "--baseline", baseline)
     assert live.ret == pytest.ExitCode.TESTS_FAILED

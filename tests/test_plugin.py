@@ -156,21 +156,34 @@ def test_each_thread_reads_the_item_it_runs(request):
 def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
     script = Script()
     script.scores = {**script.scores, "personalization": 1, "task_completion": False}
-    with FakeLLM(script) as fake:  # by default a floor missed on a live judgement is unconfirmed: evidence, an xfail
-        unconfirmed = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "2", "-rx")
-    unconfirmed.assert_outcomes(xfailed=4, deselected=1)
-    unconfirmed.stdout.fnmatch_lines(["XFAIL *user7-SD-Alarm-task-1* - unconfirmed: task_completion false below true; "
-                                      "personalization 1 below 2 on a live judgement*"])
     import shutil
 
     from personalens_testkit.gating.thresholds import default_thresholds_path
 
+    shipped = default_thresholds_path().read_text()  # "report": a floor missed on a live judgement stays evidence
+    (suite.path / "thresholds.yaml").write_text(shipped.replace("live_judged_floors: confirm", "live_judged_floors: report"))
+    with FakeLLM(script) as fake:
+        unconfirmed = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "2", "-rx")
+    unconfirmed.assert_outcomes(xfailed=4, deselected=1)
+    unconfirmed.stdout.fnmatch_lines(["XFAIL *user7-SD-Alarm-task-1* - unconfirmed: task_completion false below true; "
+                                      "personalization 1 below 2 on a live judgement (one judgement*"])
+    calls_reported = len(fake.requests)
+    # the default, "confirm": the run above recorded the same dialogue, whose recorded judgement missed the same floors:
+    # cleared without a call
+    (suite.path / "thresholds.yaml").write_text(shipped)
+    with FakeLLM(script) as fake:
+        cleared = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "2", "-rx")
+    cleared.assert_outcomes(xfailed=4, deselected=1)
+    cleared.stdout.fnmatch_lines(["XFAIL *user7-SD-Alarm-task-1* - unconfirmed: * on a live judgement (the base's "
+                                  "recorded judgement missed it too: not confirmed;*"])
+    assert len(fake.requests) == calls_reported
+    # no recording to take the base's dialogue from: the case's alone is judged again; this judge never varies
     shutil.rmtree(suite.path / "personalens-results")  # one run's rows below
-    shipped = default_thresholds_path().read_text()  # this fake judge never varies: its floor misses may gate
-    (suite.path / "thresholds.yaml").write_text(shipped.replace("live_judged_floors: report", "live_judged_floors: gate"))
+    shutil.rmtree(suite.path / "cassettes")
     with FakeLLM(script) as fake:
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--max-turns", "2")
     result.assert_outcomes(failed=4, deselected=1)
+    assert len(fake.requests) - calls_reported == 4 * 4 * 2  # 4 cases need 4 judgements each, of the 2 floors
     result.stdout.fnmatch_lines([
         "user7-SD-Alarm-task-1 is below its thresholds:",
         "  - Task completion: the judge found the task not completed (required: completed)",
@@ -179,11 +192,16 @@ def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
         "transcript: */transcripts/user7-SD-Alarm-task-1.txt",
     ])
     row = rows(suite)[0]
-    assert row["status"] == "failed"
+    assert row["status"] == "failed" and row["verdict"] == "regression"
     assert row["shortfalls"] == [
         {"metric": "task_completion", "value": False, "floor": True},
         {"metric": "personalization", "value": 1, "floor": 2},
     ]
+    confirmation = row["confirmation"]  # no recording to take the base's dialogue from: the case's alone, confirmed
+    assert confirmation["confirmed"] == confirmation["missed"] == ["task_completion", "personalization"]
+    assert confirmation["judgements"] == len(confirmation["case"]) == 4 and confirmation["base"] is None
+    assert "no recorded results" in confirmation["without_base"]
+    assert len(row["calls"]) == row["turns"] * 2 + 6 + 4 * 2  # the new judgements' calls are the case's, and cost
 
 
 def test_an_unparseable_judge_answer_is_an_error_never_a_score(suite):

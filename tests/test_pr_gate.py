@@ -131,8 +131,9 @@ def test_a_worse_bot_fails_offline_and_live(pr: Path):
         live = gate(pr, fake=fake)
     assert live.returncode == 1, live.stdout[-4000:] + live.stderr[-2000:]
     report = json.loads((pr / "personalens-gate" / "report.json").read_text())
-    # judged live: each case below its floor is evidence (unconfirmed); the baseline decides, and shows the drop
-    assert report["verdict"]["outcome"] == "regressed" and len(report["verdict"]["unconfirmed"]) == CASES
+    # judged live: each case below its floor is judged again beside the base's dialogue, and confirmed
+    assert report["verdict"]["outcome"] == "regressed" and len(report["verdict"]["regressions"]) == CASES
+    assert report["verdict"]["unconfirmed"] == []
     baseline = next(c for c in report["verdict"]["checks"] if c["name"] == "baseline comparison")
     assert baseline["outcome"] == "failed", report["verdict"]
     # the gate recorded into its own folder, never into the committed cassettes or recorded results
@@ -413,3 +414,32 @@ def test_a_noisy_judge_re_judging_the_same_bot_is_not_red_and_a_worse_bot_is(pr:
     with FakeLLM(Script(terminate_after=1, judge_rule=noisy(judge_rule, 4))) as fake:
         worse = gate(pr, fake=fake)
     assert worse.returncode == 1 and "personalens: verdict: REGRESSED" in worse.stdout, worse.stdout[-3000:]
+
+
+PARTLY = '''import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    broken = "book" in json.dumps(request).lower()  # a generic sentence where the user talks of books
+    print(json.dumps({{"id": request["id"], "reply": {worse!r} if broken else {good!r}}}), flush=True)
+'''
+
+
+def test_a_bot_broken_on_a_few_scenarios_is_red_with_credentials(pr: Path):
+    """A floor missed on a live judgement is judged again beside the base's dialogue: a bot broken on a few
+    scenarios fails the gate with credentials, as it does without them, naming only those - on a noisy judge."""
+    (pr / "bot.py").write_text(PARTLY.format(worse=WORSE, good=GOOD))
+    commit(pr, "a bot broken where books come up")
+    with FakeLLM(Script(terminate_after=1, judge_rule=noisy(judge_rule, 5))) as fake:
+        live = gate(pr, fake=fake)
+    assert live.returncode == 1, live.stdout[-4000:] + live.stderr[-2000:]
+    report = json.loads((pr / "personalens-gate" / "report.json").read_text())
+    regressions = report["verdict"]["regressions"]
+    assert report["verdict"]["outcome"] == "regressed" and regressions
+    assert all("Books" in case for case in regressions), regressions  # only the broken scenarios
+    rows = [json.loads(line) for line in next((pr / "personalens-gate").rglob("results.jsonl")).read_text().splitlines()]
+    for row in rows:
+        if row["scenario_id"] in regressions:
+            confirmation = row["confirmation"]
+            assert confirmation["confirmed"] and len(confirmation["case"]) == len(confirmation["base"]) == 5  # 13 cases
+        else:
+            assert row["confirmation"] is None or not row["confirmation"]["confirmed"]

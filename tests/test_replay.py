@@ -66,7 +66,8 @@ def test_a_recording_replays_offline_and_reproduces_every_row(project):
     recorded = {row["scenario_id"]: row for row in recorded_rows(cassette_dir(project))}
     for row in rows_first:
         assert row["scores"] == recorded[row["scenario_id"]]["scores"] == fake.script.scores
-        assert recorded[row["scenario_id"]]["transcript"] == []  # kept slim: the cassette holds the dialogue
+        assert recorded[row["scenario_id"]]["transcript"] == row["transcript"]  # the base's, to judge again live
+        assert recorded[row["scenario_id"]]["calls"] == [] and row["calls"]  # kept slim: no call list
         assert row["turns"] == recorded[row["scenario_id"]]["turns"] and row["transcript"]
         assert row["cassette"] == f"cassettes/reference/{row['scenario_id']}.json.xz"
 

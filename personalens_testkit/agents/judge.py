@@ -15,7 +15,7 @@ from __future__ import annotations
 from concurrent.futures import wait
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Collection, Sequence, TypeVar
 
 from pydantic import BaseModel
 
@@ -116,6 +116,18 @@ class Judge:
             first.partial = verdict
             raise first
         return verdict
+
+    def dimensions(self, names: Collection[str], ctx: ScenarioContext, messages: Sequence[Message],
+                   log: CallLog) -> dict[str, Any]:
+        """Only these dimensions, asked as :meth:`judge` asks them (the dialogue neutralised alike): each one's value,
+        or its :class:`JudgeAnswerError` when its answer was unreadable; any other failure is raised."""
+        messages = neutralise(messages)
+        conversation = judged_conversation(messages)
+        chosen = [metric for metric in METRICS if metric.name in names]
+        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log, conversation=conversation)
+                                         for metric in chosen]
+        answers = self._all(asks, log)
+        return {metric.name: a if isinstance(a, JudgeAnswerError) else a.value for metric, a in zip(chosen, answers)}
 
     def _all(self, asks: Sequence[Callable[[], Any]], log: CallLog) -> list[Any]:
         """Every ask's answer, in order - an unreadable one as its :class:`JudgeAnswerError`, so every dimension

@@ -127,10 +127,11 @@ class AggregateGates(BaseModel):
     fail_when_not_evaluated: bool = False
     #: whether an inconclusive decision (a gate or a baseline difference shown neither way at this n) fails the run
     fail_when_inconclusive: bool = False
-    #: a case below a floor it was expected to meet, on a judgement made now (not replayed): "report" (default: one
-    #: noisy judgement is evidence, not a regression - an xfail, listed as unconfirmed) or "gate" (a regression,
-    #: for a judge whose answers do not vary)
-    live_judged_floors: Literal["report", "gate"] = "report"
+    #: a case below a floor it was expected to meet, on a judgement made now (not replayed): "confirm" (default: its
+    #: dialogue and the base's judged again - a regression when confirmed, else an xfail listed as unconfirmed; see
+    #: run/confirmation.py), "report" (never judged again: always unconfirmed) or "gate" (a regression at once, for a
+    #: judge whose answers do not vary)
+    live_judged_floors: Literal["confirm", "report", "gate"] = "confirm"
     #: the largest share of cases the benchmark's own models (or the setup) may fail before the run fails
     max_infrastructure_errors: float = Field(default=0.05, ge=0.0, le=1.0)
     gates: list[Gate] = Field(default_factory=list)
@@ -263,11 +264,13 @@ def _explain(exc: ValidationError) -> tuple[str, str]:
 
 def shortfalls(floors: ScenarioFloors, scores: dict[str, Any]) -> list[Shortfall]:
     """The scores below their floors, in metric order; an empty list means the scenario passes."""
-    found = []
-    for name, floor in floors.model_dump().items():
-        if floor is None or floor is False:
-            continue
-        value = scores[name]
-        if (floor is True and value is not True) or (not isinstance(floor, bool) and value < floor):
-            found.append(Shortfall(name, value, floor))
-    return found
+    return [Shortfall(name, scores[name], floor) for name, floor in floors.model_dump().items()
+            if below_floor(floor, scores[name])]
+
+
+def below_floor(floor: Any, value: Any) -> bool:
+    """Whether ``value`` misses ``floor`` (None or False: no floor; True: the task must be completed; a number: at
+    least that level)."""
+    if floor is None or floor is False:
+        return False
+    return value is not True if floor is True else value < floor

@@ -57,7 +57,7 @@ class RunVerdict(BaseModel):
     unexpected_passes: list[str] = []
     #: cases whose bot answered differently from the recording in an offline replay: not scored
     reply_changed: list[str] = []
-    #: cases below a floor on a live judgement: evidence, not a verdict (the judge's noise can explain one score)
+    #: cases below a floor on a live judgement, not confirmed by judging again: evidence, not a verdict
     unconfirmed: list[str] = []
     _by_case: Optional[dict[str, str]] = PrivateAttr(default=None)
     #: checks neither shown passed nor failed at this n (inconclusive; failing only with fail_when_inconclusive)

@@ -13,6 +13,7 @@ from ..data.models import Scenario
 from ..errors import PersonalensError
 from ..gating.expectations import case_verdict
 from ..gating.thresholds import ScenarioFloors, shortfalls
+from ..run.confirmation import unconfirmed_why
 from ..run.state import Run, expected_of
 from ..secrets import redact
 from ..transcripts import describe_replay_change, describe_shortfalls
@@ -121,16 +122,23 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
             return
         found = record.shortfalls = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         expectation = expected_of(personalens_run, evaluation.scenario.scenario_id)
-        live = evaluation.judged_live and personalens_run.thresholds.aggregate.live_judged_floors == "report"
-        verdict = record.verdict = case_verdict(expectation, [s.metric for s in found], judged_live=live)
+        rule = personalens_run.thresholds.aggregate.live_judged_floors
+        missed = [s.metric for s in found]
+        verdict = case_verdict(expectation, missed, judged_live=evaluation.judged_live and rule != "gate")
+        if verdict == "unconfirmed" and rule == "confirm":  # judged again, beside the base's dialogue
+            confirmed = personalens_run.runner.confirm(
+                evaluation, score_floors, missed, confidence=personalens_run.thresholds.aggregate.confidence).confirmed
+            verdict = case_verdict(expectation, missed, judged_live=not confirmed)
+        record.verdict = verdict
         if found:
             path = personalens_run.runner.transcript_path(evaluation.scenario, evaluation.repeat)
-            missed = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
+            missed_text = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
             if verdict == "expected failure":  # one line: what it missed, as expected, and where to read it
-                pytest.xfail(redact(f"expected failure ({expectation}): {missed}; transcript {path}"))
-            if verdict == "unconfirmed":  # one live judgement: evidence, not a verdict
-                pytest.xfail(redact(f"unconfirmed: {missed} on a live judgement (the judge's noise can explain one "
-                                    f"score; the run's gates and baseline decide); transcript {path}"))
+                pytest.xfail(redact(f"expected failure ({expectation}): {missed_text}; transcript {path}"))
+            if verdict == "unconfirmed":  # a live judgement's miss the judge's noise can explain: not a verdict
+                why = unconfirmed_why(evaluation.confirmation)
+                pytest.xfail(redact(f"unconfirmed: {missed_text} on a live judgement ({why}; the run's gates and "
+                                    f"baseline decide); transcript {path}"))
             message = redact(describe_shortfalls(evaluation, found, path))
             known = personalens_run.expectations is not None  # without an expectations file, as before: a plain failure
             pytest.fail(message + (f"\nREGRESSION: expected {expectation}" if known else ""), pytrace=False)

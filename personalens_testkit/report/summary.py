@@ -184,8 +184,8 @@ def format_verdict(verdict: RunVerdict, results: Path | None = None) -> list[str
     lines = [f"personalens: verdict: {verdict.label} ({verdict.counts})"]
     lines += [f"personalens: inconclusive: {reason}" for reason in verdict.undecided]
     if verdict.unconfirmed:
-        lines.append(f"personalens: below a floor on a live judgement, not a regression on its own (the judge's "
-                     f"noise can explain one score; the gates and the baseline decide): "
+        lines.append(f"personalens: below a floor on a live judgement, not confirmed (the judge's noise explains "
+                     f"it as well as the bot does; the gates and the baseline decide): "
                      f"{', '.join(verdict.unconfirmed[:8])}" + (" ..." if len(verdict.unconfirmed) > 8 else ""))
     if verdict.unexpected_passes:
         command = f"personalens expectations update {results or 'RESULTS'}"

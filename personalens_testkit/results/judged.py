@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -77,4 +77,27 @@ class RetestRow(BaseModel):
     def _one_outcome(self) -> "RetestRow":
         if (self.scores is None) == (self.error is None):  # every score present: on_the_scales
             raise ValueError("expected either scores or an error")
+        return self
+
+
+class ConfirmationRow(BaseModel):
+    """A floor missed on a live judgement, judged again (:mod:`~personalens_testkit.run.confirmation`): the floors
+    missed, those the new judgements confirm ([]: cleared), how many judgements of each dialogue confirm, each new
+    judgement's answers for the case's dialogue and the base's (None: the base's was not judged), what failed, and
+    why the base's dialogue was not judged. Never a score."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    missed: list[str] = []
+    confirmed: list[str] = []
+    judgements: int = 0
+    case: list[Optional[dict[str, Optional[Union[bool, int]]]]] = []
+    base: Optional[list[Optional[dict[str, Optional[Union[bool, int]]]]]] = None
+    errors: list[str] = []
+    without_base: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _confirmed_were_missed(self) -> "ConfirmationRow":
+        if not set(self.confirmed) <= set(self.missed):
+            raise ValueError("confirmed: only floors the first judgement missed can be confirmed")
         return self

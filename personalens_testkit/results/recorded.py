@@ -4,9 +4,9 @@ A run that records updates them (one row per case, the newest wins); an offline 
 same cassettes must reproduce their scores exactly - that is what replay promises.
 
 They are committed with the cassettes, so they keep what a replay compares and what a report or a
-``--baseline`` reads - scores, reasons, status, verdict, errors - and leave out each row's transcript and
-call list (the cassette holds the dialogue; the run's own results.jsonl keeps both), xz-compressed like
-the cassettes: about 0.6 KB a scenario instead of 26 KB. A recording of the older form
+``--baseline`` reads - scores, reasons, status, verdict, errors - and the dialogue's messages (a floor missed on a
+live judgement is judged again beside the base's dialogue: :mod:`~personalens_testkit.run.confirmation`), and
+leave out each row's call list (the run's own results.jsonl keeps it), xz-compressed like the cassettes. A recording of the older form
 (``results.jsonl``, whole rows) is still read, and rewritten in this form by the next recording run.
 """
 
@@ -36,9 +36,9 @@ def existing(path: Path) -> Path | None:
 
 
 def slim(row: ResultRow) -> ResultRow:
-    """A row as the recording keeps it: without its transcript, its call list, and how it differed from an
-    earlier recording (it is the recording now)."""
-    return row.model_copy(update={"transcript": [], "calls": [], "transcript_path": None, "reply_change": None,
+    """A row as the recording keeps it: without its call list, and how it differed from an earlier recording (it
+    is the recording now)."""
+    return row.model_copy(update={"calls": [], "transcript_path": None, "reply_change": None,
                                   "usage": row.usage_by_role() or None})
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from ..data.models import case_id
 from ..scales import Scores
 from .identity import RunIdentity
-from .judged import RetestRow, check_partial, in_part_on_the_scales, on_the_scales
+from .judged import ConfirmationRow, RetestRow, check_partial, in_part_on_the_scales, on_the_scales
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
@@ -173,6 +173,8 @@ class ResultRow(ReadsScores, _Part):
     analysis_errors: dict[str, str] = {}
     #: a second judgement of the dialogue (``--judge-retest``); never a score
     retest: Optional[RetestRow] = None
+    #: a floor missed on a live judgement, judged again beside the base's dialogue: confirmed or cleared
+    confirmation: Optional[ConfirmationRow] = None
     #: the first turn whose bot reply differs from the recording (None: none did, or nothing was recorded)
     reply_change: Optional[ReplyChangeRow] = None
     error: Optional[RowError] = None
@@ -250,7 +252,8 @@ def build_row(
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
         preference_leak=evaluation.preference_leak, analysis_errors=dict(evaluation.analysis_errors),
-        retest=evaluation.retest, reply_change=_reply_change(dialogue.reply_change),
+        retest=evaluation.retest, confirmation=evaluation.confirmation,
+        reply_change=_reply_change(dialogue.reply_change),
         error=None if error is None else RowError(
             kind=error.kind, phase=error.phase, message=error.message, raw_answer=error.raw_answer, source=error.source,
             endpoint=error.endpoint, cause=error.cause, disk_full=error.disk_full,

@@ -76,10 +76,6 @@ class Budget:
                                cache_write_tokens=_count(call.get("cache_write_tokens")))
         return total
 
-    def row_cost(self, row: Mapping[str, Any]) -> float:
-        """What a row's live calls cost."""
-        return self.cost_of(row.get("calls") or ())
-
     def reserve(self, case: str) -> str | None:
         """Before ``case`` starts: reserve its expected spend; the reason to stop (the case does not start) when the
         spend, the cases under way and this one would pass the budget."""
@@ -91,7 +87,7 @@ class Budget:
             if expected is None:
                 expected = max(0.0, float(self.expected()))
                 _append(handle, f"E\t{expected!r}")
-            per_case = Ledger(ledger.spent, ledger.spending, ledger.open, expected, ledger.in_cases).per_case(expected)
+            per_case = ledger.per_case(expected)
             if ledger.spent + (ledger.open + 1) * per_case > self.limit * (1 + 1e-9):
                 self.tripped = (f"the budget: spent {format_cost(ledger.spent)} of --max-cost "
                                 f"{format_cost(self.limit)}, {ledger.open} case(s) under way; another case would likely "
@@ -109,7 +105,8 @@ class Budget:
         return cost
 
     def spend_outside(self, calls: Iterable[Any]) -> float:
-        """Calls of the run outside any case (the preflight's): in the spend, not in a case's mean; returns the cost."""
+        """Calls outside a case's reservation (the preflight's, a live floor miss's new judgements): in the spend, not
+        in a case's mean; returns the cost."""
         cost = self.cost_of(calls)
         with self._locked() as handle:
             _append(handle, f"X\t{cost!r}")

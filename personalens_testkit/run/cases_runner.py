@@ -4,23 +4,29 @@ the next cases evaluated ahead in K threads."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import time
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from ..agents.calls import CallLog
 from ..agents.judge import Judge
 from ..agents.user_agent import UserAgent
 from ..assistants.base import Assistant
+from ..data.context import build_context
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..errors import PersonalensError, StorageError
 from ..evaluation import Evaluation, Evaluator
 from ..files import write_atomically
+from ..gating.thresholds import ScenarioFloors
 from ..secrets import redact
 from ..settings import RunSettings
 from ..transcripts import format_transcript
 from .concurrency import Case, EvaluateAhead
+from .confirmation import Confirmation, confirm, judgements_for
 from .assistant import AssistantUnderTest
 from .models import ModelPool
 from .recording import Recording
@@ -139,15 +145,53 @@ class CaseRunner:
         except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
             return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns,
                                      repeat=repeat)
-        if not self.models.uses_embedded:
+        with self._taking_turns():
             return evaluator.evaluate(scenario, cassette, repeat=repeat)
+
+    @contextlib.contextmanager
+    def _taking_turns(self) -> Iterator[None]:
+        """With embedded models: one scenario's calls at a time on the shared servers, across xdist workers."""
+        if not self.models.uses_embedded:
+            yield
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                return evaluator.evaluate(scenario, cassette, repeat=repeat)
+                yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def confirm(self, evaluation: Evaluation, floors: ScenarioFloors, missed: Sequence[str], *,
+                confidence: float) -> Confirmation:
+        """A floor missed on a live judgement, judged again beside the base's dialogue (:mod:`.confirmation`), as
+        often as the run's number of cases needs at ``confidence``. Its calls join the case's (its row's calls and
+        cost) and the budget's spend; its finding is the evaluation's."""
+        scenario, s = evaluation.scenario, self.settings
+        judgements = judgements_for(len(self.recording.plan.all_cases), floors, confidence)
+        base, why = self.recording.base_case(scenario, evaluation.repeat)
+        log = CallLog(retry=s.retry, time_limit_s=s.scenario_timeout_s,
+                      deadline=None if s.scenario_timeout_s is None else time.monotonic() + s.scenario_timeout_s)
+        found = Confirmation(missed=list(missed), judgements=judgements, without_base=why)
+        stopping = StopSignal(self.run_dir).reason()
+        if stopping is not None:  # a budget spent, a decided verdict, a dead endpoint: no new call
+            found.errors.append(f"not judged again: the run is stopping ({stopping})")
+            evaluation.confirmation = found.as_dict()
+            return found
+        try:
+            with self._taking_turns():
+                found = confirm(self.evaluator.judge, build_context(self.dataset, scenario),
+                                evaluation.dialogue.messages, floors, missed, log, judgements=judgements, base=base,
+                                without_base=why)
+        except Exception as exc:  # noqa: BLE001 - whatever fails here confirms nothing; the case's scores stand
+            found.errors.append(redact(f"{type(exc).__name__}: {exc}".splitlines()[0]))
+        finally:
+            evaluation.dialogue.log.records.extend(log.records)
+            if self.budget is not None and log.records:
+                with contextlib.suppress(OSError):  # the case's row stands; the ledger's next writer says why
+                    self.budget.spend_outside(log.records)
+        evaluation.confirmation = found.as_dict()
+        return found
 
     def close(self) -> None:
         if self._ahead is not None:

@@ -16,9 +16,13 @@ from ..data.models import Scenario, case_id
 from ..replay.cassettes import ScenarioCassettes
 from ..replay.plan import ReplayPlan
 from ..replay.store import assistant_dir
+from ..errors import PersonalensError
+from ..results.fields import load_fields
+from ..results.files import newest_per_case
 from ..results.recorded import RESULTS_NAME, differences, existing, load_compared, merge_recorded
 from ..results.rows import ResultRow
 from ..settings import RunSettings
+from .confirmation import Base, base_case
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
@@ -81,6 +85,34 @@ class Recording:
         now = {"scores": evaluation.verdict.scores.model_dump(), "turns": dialogue.turns,
                "termination": dialogue.termination.value if dialogue.termination else None}
         return differences(recorded, now)
+
+    def base_case(self, scenario: Scenario, repeat: int = 1) -> tuple[Base | None, str | None]:
+        """The dialogue and scores the recorded results (the ``--baseline``'s, when one is given) hold for this case,
+        to judge again beside a live judgement's floor miss (:mod:`.confirmation`); or None and why not."""
+        found = self._base_records
+        if isinstance(found, str):
+            return None, found
+        record = found.get((scenario.scenario_id, repeat))
+        if record is None:
+            return None, "the recorded results hold no row of this case"
+        return base_case(record.get("transcript"), record.get("dialogue_digest"), record.get("scores"))
+
+    @cached_property
+    def _base_records(self) -> dict[tuple[Any, Any], dict[str, Any]] | str:
+        """The recorded rows' dialogues and scores by (scenario, try), newest per case; or why there are none. Read
+        once, when a process first meets a floor missed live (with dialogues, a whole sample's rows are tens of
+        megabytes: never read for a run that needs none)."""
+        path = existing(self.settings.baseline) if self.settings.baseline is not None else existing(self.recorded_path)
+        if path is None:
+            return "there are no recorded results to take the base's dialogue from"
+        try:
+            records = load_fields(path, ("repeat", "finished_at", "transcript", "dialogue_digest", "scores"),
+                                  what="recorded results")
+        except PersonalensError as exc:
+            return f"the recorded results cannot be read ({exc})"
+        key = lambda r: (r.get("scenario_id"), r.get("repeat") or 1)  # noqa: E731
+        return {key(r): r for r in newest_per_case(records, case=lambda r: repr(key(r)),
+                                                   finished=lambda r: r.get("finished_at"))}
 
     #: why the recorded results were left as they are, if they were (shown at the end of the run)
     kept_back: str | None = None
