@@ -215,3 +215,18 @@ def test_command_paths_are_relative_to_the_entrys_folder_and_bots_are_restarted(
         assert bot.reply(turn).text.startswith("You're welcome")  # started again for the next turn
     finally:
         bot.close()
+
+
+UNREACHABLE = [entry for entry in BAD_ENTRIES if entry[0] in ("down-bot", "down-openai", "missing-cmd", "quit-cmd")]
+
+
+@pytest.mark.parametrize("option", ["--help", "--version", "--markers", "--fixtures", "--collect-only"])
+@pytest.mark.parametrize("name, extra, message", UNREACHABLE, ids=[b[0] for b in UNREACHABLE])
+def test_help_and_listing_never_start_or_reach_a_bot_or_a_model(pytester, bot_server, name, extra, message, option):
+    with FakeLLM() as fake:
+        project(pytester, bot_server, fake.url, extra)
+        result = pytester.runpytest("--assistant", name, "--profiles", "7", "--domains", "Alarm", option)
+        assert fake.requests == []
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()[-2000:]
+    shown = result.stderr.str() + result.stdout.str()
+    assert f"assistant '{name}'" not in shown and "ERROR" not in result.stderr.str()  # no check of the bot ran

@@ -211,3 +211,29 @@ def test_a_budget_stop_keeps_the_row_of_every_case_started_ahead(project, spread
     server = sum(billed(fake).values())
     assert data["cost"]["total_spent"] == pytest.approx(server, rel=1e-9)
     assert server <= one_case * 2.5 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("models, note", [
+    (SPECS, "prompt caching, where a provider applies it, lowers the live cost"),
+    (["--user-model", "local", "--judge-model", "local", "--assistant-model", "local"],
+     "every live model is priced at $0 (the embedded model runs on this machine: it costs time, not money)"),
+])
+def test_the_estimate_speaks_of_caching_only_where_a_call_is_charged(project, capsys, monkeypatch, models, note):
+    monkeypatch.chdir(project.path)
+    assert cli(["estimate", *models, *WIDE, "--record-mode", "all"]) == 0
+    out = capsys.readouterr().out
+    assert f"estimate: {note}" in out
+    other = {"prompt caching", "priced at $0"} - {word for word in ("prompt caching", "priced at $0") if word in note}
+    assert not any(word in out for word in other)
+
+
+def test_an_offline_estimate_says_what_recording_would_cost(project, capsys, monkeypatch):
+    monkeypatch.chdir(project.path)
+    assert cli(["estimate", *SPECS, *WIDE, "--record-mode", "none"]) == 0  # replay offline: no cassette yet
+    out = capsys.readouterr().out
+    assert "total       $0" in out
+    line = next(line for line in out.splitlines() if line.startswith("recording them"))
+    assert line.startswith("recording them (--record-mode once, 13 case(s) without a cassette): $")
+    assert cli(["estimate", *SPECS, *WIDE, "--record-mode", "once"]) == 0
+    once = capsys.readouterr().out
+    assert line.split(": ", 1)[1] == next(l for l in once.splitlines() if l.startswith("  total")).split(None, 1)[1]

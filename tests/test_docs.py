@@ -443,3 +443,44 @@ def test_the_link_checker_finds_missing_files_and_headings(tmp_path: Path):
 ])
 def test_github_anchors(heading: str, anchor: str):
     assert anchor in github_anchors(heading + "\n")
+
+
+CASE_ID = re.compile(r"\buser(\d+)-((?:SD-[A-Za-z]+|MD)-task-\d+)\b")
+
+
+def scenario_ids_named(text: str) -> set[str]:
+    return {f"user{user}-{task}" for user, task in CASE_ID.findall(text)}
+
+
+@pytest.fixture(scope="module")
+def bundled_ids() -> set[str]:
+    from personalens_testkit.data.loader import open_dataset
+
+    dataset = open_dataset()
+    return {s.scenario_id for user in dataset.user_numbers() for s in dataset.scenarios_for(user)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_name)
+def test_every_scenario_the_docs_name_is_a_case_of_the_bundled_sample(doc: Path, bundled_ids: set[str]):
+    missing = scenario_ids_named(doc.read_text(encoding="utf-8")) - bundled_ids
+    assert not missing, f"{_name(doc)} names scenarios the bundled sample does not have: {sorted(missing)}"
+
+
+def test_the_scenario_check_reads_ids_and_refuses_one_that_is_not_there(bundled_ids: set[str]):
+    named = scenario_ids_named("e.g. `user7-SD-Movies-task-3`, `user7-MD-task-12` and user1111-MD-task-3.")
+    assert named == {"user7-SD-Movies-task-3", "user7-MD-task-12", "user1111-MD-task-3"}
+    assert named - bundled_ids == {"user7-MD-task-12"}
+
+
+def test_the_documented_summary_is_what_a_replay_of_the_shipped_recording_prints(tmp_path):
+    """docs/gates-and-reports.md shows the terminal summary of `pytest suites/` (the shipped recording, replayed):
+    every line it shows (but the elision) is a line that replay prints."""
+    page = (ROOT / "docs" / "gates-and-reports.md").read_text(encoding="utf-8")
+    block = page.split("and the verdict:\n\n```\n", 1)[1].split("```", 1)[0]
+    shown = [line for line in block.splitlines() if line.strip() and line.strip() != "..."]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", "--results-dir",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout[-3000:]
+    printed = {line.rstrip() for line in done.stdout.splitlines()}
+    assert len(shown) >= 6 and [line for line in shown if line.rstrip() not in printed] == []

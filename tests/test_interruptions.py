@@ -36,7 +36,9 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def test_ctrl_c_after_two_cases_is_interrupted_in_every_output_never_passed(pytester, tmp_path):
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_after_two_cases_is_interrupted_in_every_output_never_passed(pytester, tmp_path, sent):
+    """Ctrl-C, and SIGTERM (a cancelled CI job, `timeout`): the run ends interrupted, keeping what finished."""
     with FakeLLM(Script(terminate_after=1)) as fake:
         project(pytester, fake, python_entry("slow", SLOW, tmp_path))
         process = subprocess.Popen([sys.executable, "-m", "pytest", "--assistant", "slow", *ALARM, *LIVE,
@@ -51,7 +53,7 @@ def test_ctrl_c_after_two_cases_is_interrupted_in_every_output_never_passed(pyte
                 break
             time.sleep(0.05)
         assert results is not None, "no two rows within 120 s"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sent)
         try:
             output, _ = process.communicate(timeout=60)
         finally:

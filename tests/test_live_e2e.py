@@ -51,6 +51,8 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("xfailed", 0) == 1, result.stdout.str()[-3000:]
     assert result.ret == 0, result.stdout.str()[-3000:]
+    # as the README says: too few scenarios for any gate - inconclusive, never passed
+    assert "personalens: verdict: inconclusive" in result.stdout.str(), result.stdout.str()[-3000:]
     (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
     (row,) = [json.loads(line) for line in results.read_text().splitlines()]
     assert row["scenario_id"] == "user7-SD-Alarm-task-1" and row["status"] in ("passed", "failed")

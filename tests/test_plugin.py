@@ -416,3 +416,21 @@ def test_a_workers_node_ids_unlike_the_first_workers_are_left_as_they_are(pytest
         kept.pytest_xdist_node_collection_finished(None, ids)
     assert all(a is b for a, b in zip(first, same))
     assert len(other) == 4 and not any(a is b for a, b in zip(first, other))
+
+
+def test_the_installed_plugin_loads_without_a_warning(tmp_path):
+    """pytest marks each module the plugin lists for assertion rewriting when it reaches it: one already imported by
+    another it listed earlier is warned about in every run's summary (a fresh project, pytest's own defaults)."""
+    import os
+    import subprocess
+    import sys
+
+    for name in ("test_single_domain.py", "test_multi_domain.py"):
+        shutil.copy(SUITES / name, tmp_path / name)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider", "--record-mode", "once",
+                           "--profiles", "7", "--domains", "Alarm"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "warning" not in (done.stdout + done.stderr).lower(), done.stdout[-3000:]

@@ -349,7 +349,7 @@ def test_promote_refuses_a_tampered_gate_folder(pr: Path):
     git(pr, "merge", "-q", "change")
     folder = pr / "personalens-gate"
     manifest = json.loads((folder / "gate.json").read_text())
-    assert (manifest["finished"], manifest["outcome"], manifest["pytest_status"]) == (True, "failed", 1)
+    assert (manifest["finished"], manifest["outcome"], manifest["pytest_status"]) == (True, "regressed", 1)
     (folder / "gate.json").write_text(json.dumps({**manifest, "cassette_dir": "suites"}))
     elsewhere = personalens("promote", "personalens-gate", cwd=pr, env=environment())
     assert elsewhere.returncode == 2 and "is not this repository's cassette folder" in elsewhere.stderr
@@ -443,3 +443,28 @@ def test_a_bot_broken_on_a_few_scenarios_is_red_with_credentials(pr: Path):
             assert confirmation["confirmed"] and len(confirmation["case"]) == len(confirmation["base"]) == 5  # 13 cases
         else:
             assert row["confirmation"] is None or not row["confirmation"]["confirmed"]
+
+
+CRASHING = '''import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    if "book" in json.dumps(request).lower():
+        sys.exit(3)  # the bot dies half-way through the run
+    print(json.dumps({{"id": request["id"], "reply": {good!r}}}), flush=True)
+'''
+
+
+def test_a_bot_that_crashes_mid_gate_gets_one_verdict_everywhere(pr: Path, tmp_path: Path):
+    (pr / "bot.py").write_text(CRASHING.format(good=GOOD))
+    commit(pr, "a bot that dies where books come up")
+    summary = tmp_path / "step-summary.md"
+    with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
+        done = personalens("gate", "--target", "main", "--record-mode", "new_episodes", cwd=pr,
+                           env={**environment(fake), "GITHUB_STEP_SUMMARY": str(summary)})
+    report = json.loads((pr / "personalens-gate" / "report.json").read_text())
+    manifest = json.loads((pr / "personalens-gate" / "gate.json").read_text())
+    outcome = report["verdict"]["outcome"]
+    assert outcome == "regressed", report["verdict"]
+    assert done.returncode == 1 and f"personalens gate: verdict: {outcome}" in done.stdout, done.stdout[-3000:]
+    assert (manifest["finished"], manifest["outcome"]) == (True, outcome)
+    assert "REGRESSED" in summary.read_text().upper() and "no verdict" not in summary.read_text()

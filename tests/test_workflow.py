@@ -249,6 +249,9 @@ def upstream(venv, tmp_path_factory):  # noqa: F811
     init = sh(venv / "bin" / "personalens", "init", "--kind", "http", "--models", "openai", "--assistant", "team-bot",
               "--start", start, "--health-url", health, cwd=repo)
     assert init.returncode == 0, init.stderr
+    # the newcomer's path from the wheel: a sized selection, a budget, and the gate named as what pull requests run
+    assert "personalens gate" in init.stdout and re.search(r"the [\d,]{5} scenarios personalens.toml selects", init.stdout)
+    assert re.search(r"^max_cost = \d+\.0 ", (repo / "personalens.toml").read_text(), re.M)
     config = repo / "personalens.toml"
     config.write_text(SELECTION + re.sub(r"^profiles = .*\n", "", config.read_text(), flags=re.M))  # init's own selection
     bot = subprocess.Popen(["python3", "bot.py", str(port)], cwd=repo)
@@ -324,3 +327,41 @@ def test_a_workflow_without_a_start_command_fails_with_one_error_line(upstream, 
     assert [d.returncode for d in done] == [0, 2]
     errors = [line for line in done[-1].stdout.splitlines() if line.startswith("::error")]
     assert len(errors) == 1 and "BOT_START" in errors[0], done[-1].stdout
+
+
+@pytest.mark.parametrize("models", ["local", "openai", "bedrock"])
+def test_init_writes_one_story_selection_budget_and_the_gate(tmp_path, capsys, monkeypatch, models):
+    """The selection personalens.toml gets, the budget that caps a run of it (the most recording it may cost, from
+    the same estimate `personalens estimate --record-mode once` prints there) and the commands init names."""
+    import math
+    import tomllib
+
+    assert main(["init", str(tmp_path), "--models", models, "--no-ci"]) == 0
+    said = capsys.readouterr().out
+    config = tomllib.loads((tmp_path / "personalens.toml").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert main(["estimate", "--record-mode", "once", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["cases"] == estimate["live_cases"][1] > 1000  # the planned selection, every scenario recorded
+    nxt = next(line for line in said.splitlines() if line.startswith("next: "))
+    assert f"the {estimate['cases']:,} scenarios personalens.toml selects" in nxt and "--profiles 7" not in nxt
+    assert "personalens gate" in nxt and "pytest suites/ --record-mode once" in nxt
+    if models == "local":  # free: no budget to set, and said so
+        assert "max_cost" not in config and estimate["total_cost"] == [0.0, 0.0, 0.0] and "free on the embedded" in nxt
+    else:
+        low, point, high = estimate["total_cost"]
+        assert 0 < low < point < high and config["max_cost"] == math.ceil(high / 10) * 10
+        assert f"about ${point:,.0f}" in nxt and "within personalens.toml's max_cost" in nxt
+
+
+def test_the_command_line_page_names_every_file_init_writes(tmp_path, capsys):
+    assert main(["init", str(tmp_path), "--owners", "@org/team"]) == 0
+    written = [line.split(":", 1)[0].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")
+               and line.split(":", 1)[0].strip() and not line.strip().startswith("note")]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "command-line.md").read_text()
+    assert len(written) >= 7, written
+    relative = [str(Path(path).relative_to(tmp_path)) for path in written]
+    missing = [path for path in relative if f"`{Path(path).name}`" not in page and f"`{path}`" not in page
+               and Path(path).name != "personalens-pr-gate.yml"]  # the workflow: linked as the CI recipe
+    assert not missing, f"docs/command-line.md does not name what init writes: {missing}"

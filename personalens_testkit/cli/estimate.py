@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -44,6 +45,12 @@ def _estimate(args: argparse.Namespace) -> int:
 
     for line in format_estimate(result):
         print(line)
+    if result.live_cases[1] == 0 and settings.record_mode == "none" and result.cases:
+        # an offline replay spends nothing: say what making its recording would cost (the command a team runs first)
+        recording = estimate_of(dataclasses.replace(settings, record_mode="once"))
+        if recording.live_cases[1]:
+            print(f"recording them (--record-mode once, {recording.live_cases[1]} case(s) without a cassette): "
+                  + format_estimate(recording)[-1].strip().removeprefix("total").strip())
     return 0
 
 

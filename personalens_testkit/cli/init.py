@@ -20,11 +20,11 @@ from pathlib import Path
 from string import Template
 
 from ..assistants.kinds import SCAFFOLDS, SERVER_ADDRESSES
-from ..errors import UsageError
+from ..errors import PersonalensError, UsageError
 from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
 from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
-from .plan import planned_profiles_line
+from .plan import planned_profiles_line, recording_budget
 
 #: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
 GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
@@ -53,9 +53,11 @@ def bot_entry(name: str, kind: str, health_url: str | None = None) -> str:
 
 def planned_files(target: Path, *, name: str, setup: GateSetup, ci: bool) -> dict[Path, str]:
     """What init writes where (.gitignore apart: it is only ever appended to)."""
-    config = Template(_template("personalens.toml.txt")).substitute(
-        name=name, models=MODEL_LINES[setup.models], entry=bot_entry(name, setup.kind, setup.health_url),
-        profiles=planned_profiles_line())
+    fill = dict(name=name, models=MODEL_LINES[setup.models], entry=bot_entry(name, setup.kind, setup.health_url),
+                profiles=planned_profiles_line())
+    template = Template(_template("personalens.toml.txt"))
+    # the budget is what recording this very selection with these models would cost
+    config = template.substitute(fill, budget=recording_budget(template.substitute(fill, budget="")).line)
     files = {
         target / "suites" / "test_personalens.py": _template("test_personalens.py.txt"),
         target / "suites" / "conftest.py": _template("conftest.py.txt"),
@@ -169,12 +171,29 @@ def _init(args: argparse.Namespace) -> int:
     if not args.no_ci and args.kind in SERVER_KINDS and not args.start:
         print("  note: the workflow cannot start your bot yet: set BOT_START (and BOT_HEALTH_URL) in it, or run "
               "init again with --start CMD --health-url URL --force")
-    models = ("choose the user agent and judge models (user_model, judge_model, or --models openai|bedrock), "
-              if args.models == "local" else "")
-    print(f"next: edit the [assistants.{args.assistant}] entry in personalens.toml, {models}then record live: "
-          "pytest suites/ --record-mode once --profiles 7 --domains Alarm; commit cassettes/ with your code, and "
-          "pull requests replay offline: pytest suites/")
+    print(next_steps(target, args.assistant, args.models, gate=not args.no_ci))
     return 0
+
+
+def next_steps(target: Path, assistant: str, models: str, *, gate: bool) -> str:
+    """What to do after init, as one story with what it wrote: the selection and budget of personalens.toml, the
+    command that records it, and what a pull request runs."""
+    try:
+        budget = recording_budget((target / "personalens.toml").read_text(encoding="utf-8"))
+        cost = (f"about ${budget.cost[1]:,.0f} (${budget.cost[0]:,.0f} - ${budget.cost[2]:,.0f}) live, within "
+                "personalens.toml's max_cost" if budget.cost and budget.cost[2] > 0 else
+                "free on the embedded model (it costs time)" if budget.cost else "cost unknown: a model is unpriced")
+        selection = f"the {budget.scenarios:,} scenarios personalens.toml selects, {cost}"
+    except PersonalensError as exc:  # a personalens.toml of the team's own, left alone, that does not read
+        selection = f"personalens.toml's selection (it does not read yet: {exc})"
+    choose = ("choose the user agent and judge models (user_model, judge_model, or --models openai|bedrock), "
+              if models == "local" else "")
+    pulls = ("each pull request runs `personalens gate` (the workflow init wrote does): it replays what the bot still "
+             "answers the same and judges the rest live" if gate else
+             "pull requests replay offline: pytest suites/, or gate with `personalens gate`")
+    return (f"next: edit the [assistants.{assistant}] entry in personalens.toml, {choose}then record on main: "
+            f"pytest suites/ --record-mode once ({selection}; `personalens plan` sizes it); commit cassettes/ "
+            f"with your code; {pulls}")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

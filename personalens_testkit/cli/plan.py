@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,38 @@ def planned_profiles_line() -> str:
     profiles, scenarios, everything = profiles_for(open_dataset(None), Selection(), needed)
     return (f"# {scenarios:,} of the sample's {everything:,} scenarios: what thresholds.yaml's margins need "
             f"(`personalens plan`;\n# remove the line to run them all)\nprofiles = \"{','.join(map(str, profiles))}\"")
+
+
+#: personalens.toml's budget line where the selection's models are free or unpriced: left for the team to set
+UNSET_BUDGET = "# max_cost = 25.0                 # US dollars: the most a run may spend live (priced models only)"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingBudget:
+    """What recording a new repository's selection live would cost (the estimate: low, point, high; None where a
+    model is unpriced), and the ``max_cost`` line personalens.toml gets from it."""
+
+    cost: tuple[float, float, float] | None
+    scenarios: int
+    line: str
+
+
+def recording_budget(config: str) -> RecordingBudget:
+    """The cost of recording the selection of this personalens.toml text live (``--record-mode once``, its models,
+    no cassette yet: every scenario), and its budget line: the estimate's high end rounded up to a whole $10, so a
+    run - a pull request that changes every reply included - never spends past what a whole recording may cost."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "personalens.toml").write_text(config, encoding="utf-8")
+        settings = resolve_settings({"record_mode": "once"}, Path(folder), {})
+        found = estimate_of(settings)
+    cost = found.total_cost
+    if cost is None or cost[2] <= 0:
+        return RecordingBudget(cost=cost, scenarios=found.cases, line=UNSET_BUDGET)
+    cap = math.ceil(cost[2] / 10) * 10
+    line = (f"max_cost = {cap:.1f}                 # US dollars: the most a run may spend live; recording these "
+            f"{found.cases:,} scenarios\n#   is estimated at ${cost[1]:,.0f} (${cost[0]:,.0f} - ${cost[2]:,.0f}): "
+            "`personalens estimate --record-mode once`")
+    return RecordingBudget(cost=cost, scenarios=found.cases, line=line)
 
 
 def _plan(args: argparse.Namespace) -> int:

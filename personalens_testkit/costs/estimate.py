@@ -161,8 +161,9 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
                         level[0], level[1], level[2] = level[0] + 1, level[1] + PING_TOKENS, level[2] + 1
     roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES]
     known = tuple(sum((r.cost or (0.0, 0.0, 0.0))[i] for r in roles) for i in range(3))
-    unknown = any(r.cost is None and r.calls[2] > 0 for r in roles)
-    basis = _basis(len(cases), measured, len(unmeasured), options, live_low, live_high)
+    # a bot's own calls are its business: never counted, so never what makes the total unknown
+    unknown = any(r.cost is None and r.calls[2] > 0 for r in roles if not (r.role == "assistant" and options.bot))
+    basis = _basis(len(cases), measured, len(unmeasured), options, live_low, live_high, charged=unknown or known[2] > 0)
     return RunEstimate(cases=len(cases), live_cases=(live_low, live_high), measured=measured, roles=roles,
                        total_cost=None if unknown else known, known_cost=known, basis=basis)  # type: ignore[arg-type]
 
@@ -204,7 +205,8 @@ def _role(role: str, levels: list[list[float]], options: Options, prices: PriceT
                         cost=cost, unknown=unknown)
 
 
-def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, high: int) -> list[str]:
+def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, high: int, *, charged: bool
+           ) -> list[str]:
     lines = [f"{cases} case(s); record mode {options.record_mode}: "
              + (f"{low} live" if low == high else f"{low} to {high} live")]
     if measured:
@@ -212,7 +214,11 @@ def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, h
     if shaped:
         lines.append(f"{shaped} live case(s) from the protocol's shape (low: one turn, short messages; point: 88 % of the "
                      "turn limit; high: the turn limit, long messages; tokens = characters / 4)")
-    lines.append("prompt caching, where a provider applies it, lowers the live cost")
+    if charged:
+        lines.append("prompt caching, where a provider applies it, lowers the live cost")
+    elif high:
+        lines.append("every live model is priced at $0 (the embedded model runs on this machine: it costs time, "
+                     "not money)")
     return lines
 
 

@@ -40,6 +40,7 @@ from .elevation import hand_back
 from .git import Base, changes, export_tree
 from .recording import keep_recording
 from .tree import digest, pytest_config, set_writable
+from .verdict import GateVerdict, gate_verdict, say_undecided
 from .trust import lines, trusted_paths, untrusted_changes, workflow_lines
 
 #: options a gate sets itself: given again after ``--``, they are refused
@@ -202,8 +203,12 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
         if before is not None and digest(tree) != before:
             raise GateError("the base's files changed while the run read them (something wrote into the trusted "
                             "tree): this run's verdict does not count")
-        _keep(options, settings, scratch, work, changed, status)
-        return _exit_status(options, status)
+        verdict = gate_verdict(options.out / "report.json", status)
+        _keep(options, settings, scratch, work, changed, status, verdict)
+        say_undecided(verdict)
+        hint = " - the gate starts working once the testkit's files (personalens init, a recording) are on the base"
+        _say(options, f"verdict: {verdict.outcome}" + (hint if status == 5 and not verdict.decided else ""))
+        return verdict.status
     finally:
         sandbox.end_all()
         sandbox.remove_files()
@@ -249,7 +254,7 @@ def _inside(path: Path, root: Path) -> str | None:
 
 
 def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path, changed: list[str],
-          status: int) -> None:
+          status: int, verdict: GateVerdict) -> None:
     """The rows, the recording (to promote on main: its cassettes and recorded results only, each listed with its
     digest in the manifest) in the gate's folder; the isolation, workflow and changed-file lines in the job
     summary, after the verdict."""
@@ -269,9 +274,8 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
         except OSError as exc:
             raise GateError(f"--out {options.out}: keeping the run's {name} failed ({exc})") from None
     cassettes = _inside(settings.cassette_dir, settings.rootdir) or str(settings.cassette_dir)
-    # finished: pytest gave a verdict (0 passed, 1 failed); 2 is pytest's "interrupted" (Ctrl-C, a stop)
-    outcome = {0: "passed", 1: "failed", 2: "interrupted"}.get(status, f"no verdict (pytest status {status})")
-    manifest = {"finished": status in (0, 1), "outcome": outcome, "pytest_status": status, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
+    # the run's own verdict (gate/verdict.py): "finished" when it ran to a verdict (not one interrupted)
+    manifest = {"finished": verdict.decided and verdict.outcome != "interrupted", "outcome": verdict.outcome, "pytest_status": status, "base": options.base.sha, "how": options.base.how, "assistant": settings.assistant,
                 "cassette_dir": cassettes, "record_mode": options.record_mode, "said": options.said, "files": kept}
     (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -283,14 +287,3 @@ def _keep(options: GateOptions, settings: RunSettings, scratch: Path, work: Path
             if changed:
                 handle.write("\n### Files this pull request changes that the gate took from the base\n\n")
                 handle.writelines(f"- `{line.replace('`', chr(39))}`\n" for line in changed)
-
-
-def _exit_status(options: GateOptions, status: int) -> int:
-    if status in (0, 1):
-        return status
-    if status == 5:
-        _say(options, "the base's suite collected no case: the gate starts working once the testkit's files "
-                      "(personalens init, a recording) are on the base")
-    else:
-        _say(options, f"pytest ended with status {status} (interrupted, an internal or a usage error): no verdict")
-    return 2

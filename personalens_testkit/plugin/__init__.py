@@ -18,4 +18,6 @@ Each module is a plugin of its own and says what it hooks:
 - :mod:`.project` - where the project is, whether a run collects suites (no hook)
 """
 
-pytest_plugins = [f"{__name__}.{name}" for name in ("configure", "cases", "fixtures", "rows")]
+#: in the order they import each other (a module before any that imports it): pytest marks each for assertion
+#: rewriting when it reaches it, and warns for one already imported
+pytest_plugins = [f"{__name__}.{name}" for name in ("cases", "rows", "fixtures", "configure")]

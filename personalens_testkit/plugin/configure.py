@@ -10,7 +10,9 @@ import contextlib
 import gc
 import os
 import re
+import signal
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -92,8 +94,24 @@ def pytest_configure(config: pytest.Config) -> None:
                 before_cases(run, reach=not config.option.collectonly)
             except PersonalensError as exc:
                 raise pytest.UsageError(redact(str(exc))) from None
+            terminate_as_interrupt(config)
     config.pluginmanager.register(ProgressHooks(run, config), "personalens-progress")  # shown by the controller
     config.stash[STATE] = run
+
+
+def terminate_as_interrupt(config: pytest.Config) -> None:
+    """SIGTERM (what CI sends a cancelled job, what ``timeout`` sends) ends the run as Ctrl-C does: interrupted, with
+    every finished case's row, its report and its cassettes kept - not killed where it stands. Until the run ends
+    (the handler before is put back then); the main thread's only (where Python delivers signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    before = signal.getsignal(signal.SIGTERM)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, before))
 
 
 def before_cases(run: Run, *, reach: bool) -> None:

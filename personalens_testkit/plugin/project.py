@@ -69,8 +69,18 @@ def runs_suites(config: pytest.Config) -> bool:
     a process.
     """
     if _SUITES not in config.stash:
-        config.stash[_SUITES] = _finds_suites(config)
+        config.stash[_SUITES] = not only_informs(config) and _finds_suites(config)
     return config.stash[_SUITES]
+
+
+#: pytest's options that print something and run nothing (``--help``, ``--version``, ``--markers``, ``--fixtures``,
+#: ``--fixtures-per-test``): such a run never starts a bot or a model, and checks neither
+INFORMATIONAL = ("help", "version", "markers", "showfixtures", "show_fixtures_per_test")
+
+
+def only_informs(config: pytest.Config) -> bool:
+    """Whether pytest was asked only to print something (:data:`INFORMATIONAL`)."""
+    return any(getattr(config.option, name, False) for name in INFORMATIONAL)
 
 
 def _finds_suites(config: pytest.Config) -> bool:
