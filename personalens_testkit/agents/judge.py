@@ -98,11 +98,7 @@ class Judge:
         (see :mod:`.injection`): a bot cannot talk its way to a better score. Every dimension is asked; when
         any answer is unreadable, the first unreadable one's :class:`JudgeAnswerError` is raised with the readable ones attached
         (its ``partial``)."""
-        messages = neutralise(messages)
-        conversation = judged_conversation(messages)  # the same for the six: made once
-        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log, conversation=conversation)
-                                         for metric in METRICS]
-        answers = dict(zip(JUDGED_ORDER, self._all(asks, log)))
+        answers = self._answers(JUDGED_ORDER, ctx, messages, log)
         failed = {name: a for name, a in answers.items() if isinstance(a, JudgeAnswerError)}
         read = {name: a for name, a in answers.items() if name not in failed}
         pers = read.get(PERSONALIZATION.name)
@@ -119,15 +115,21 @@ class Judge:
 
     def dimensions(self, names: Collection[str], ctx: ScenarioContext, messages: Sequence[Message],
                    log: CallLog) -> dict[str, Any]:
-        """Only these dimensions, asked as :meth:`judge` asks them (the dialogue neutralised alike): each one's value,
-        or its :class:`JudgeAnswerError` when its answer was unreadable; any other failure is raised."""
+        """Only these dimensions, asked as :meth:`judge` asks them: each one's value, or its
+        :class:`JudgeAnswerError` when its answer was unreadable; any other failure is raised."""
+        return {name: a if isinstance(a, JudgeAnswerError) else a.value
+                for name, a in self._answers(names, ctx, messages, log).items()}
+
+    def _answers(self, names: Collection[str], ctx: ScenarioContext, messages: Sequence[Message],
+                 log: CallLog) -> dict[str, Any]:
+        """These dimensions' answers (an unreadable one as its :class:`JudgeAnswerError`), in the judged order, about
+        the dialogue with assistant text addressed to the judge removed."""
         messages = neutralise(messages)
-        conversation = judged_conversation(messages)
+        conversation = judged_conversation(messages)  # the same for every dimension: made once
         chosen = [metric for metric in METRICS if metric.name in names]
-        asks: list[Callable[[], Any]] = [lambda metric=metric: self.ask(metric, ctx, messages, log, conversation=conversation)
-                                         for metric in chosen]
-        answers = self._all(asks, log)
-        return {metric.name: a if isinstance(a, JudgeAnswerError) else a.value for metric, a in zip(chosen, answers)}
+        asks: list[Callable[[], Any]] = [
+            lambda metric=metric: self.ask(metric, ctx, messages, log, conversation=conversation) for metric in chosen]
+        return {metric.name: answer for metric, answer in zip(chosen, self._all(asks, log))}
 
     def _all(self, asks: Sequence[Callable[[], Any]], log: CallLog) -> list[Any]:
         """Every ask's answer, in order - an unreadable one as its :class:`JudgeAnswerError`, so every dimension

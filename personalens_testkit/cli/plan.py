@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -69,6 +70,7 @@ class RecordingBudget:
     line: str
 
 
+@functools.lru_cache(maxsize=4)  # init writes a config from it, then says it: one estimate
 def recording_budget(config: str) -> RecordingBudget:
     """The cost of recording the selection of this personalens.toml text live (``--record-mode once``, its models,
     no cassette yet: every scenario), and its budget line: the estimate's high end rounded up to a whole $10, so a

@@ -6,8 +6,9 @@ same cassettes must reproduce their scores exactly - that is what replay promise
 They are committed with the cassettes, so they keep what a replay compares and what a report or a
 ``--baseline`` reads - scores, reasons, status, verdict, errors - and the dialogue's messages (a floor missed on a
 live judgement is judged again beside the base's dialogue: :mod:`~personalens_testkit.run.confirmation`), and
-leave out each row's call list (the run's own results.jsonl keeps it), xz-compressed like the cassettes. A recording of the older form
-(``results.jsonl``, whole rows) is still read, and rewritten in this form by the next recording run.
+leave out each row's call list (the run's own results.jsonl keeps it), xz-compressed like the cassettes: about
+1.1 KB a scenario. A recording of the older form (``results.jsonl``, whole rows) is still read, and rewritten in
+this form by the next recording run.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..data.models import Scenario, case_id
+from ..errors import PersonalensError
 from ..replay.cassettes import ScenarioCassettes
 from ..replay.plan import ReplayPlan
 from ..replay.store import assistant_dir
-from ..errors import PersonalensError
 from ..results.fields import load_fields
 from ..results.files import newest_per_case
 from ..results.recorded import RESULTS_NAME, differences, existing, load_compared, merge_recorded
