@@ -7,9 +7,10 @@ explainer that turns its own exceptions into one line - without either importing
 
 from __future__ import annotations
 
+import contextlib
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Literal, get_args
+from typing import Callable, Iterator, Literal, Protocol, get_args
 
 from .errors import PersonalensError
 
@@ -48,6 +49,37 @@ def mark_replayed() -> None:
         outcome["replayed"] = True
 
 
-#: Told of each finished turn of a dialogue (scenario id, turns done, turn limit): the run's progress display,
-#: when it shows one.
-ON_TURN: ContextVar[Callable[[str, int, int], None] | None] = ContextVar("personalens_on_turn", default=None)
+class ProgressListener(Protocol):
+    """The run's progress display, told what each case is doing (from any thread)."""
+
+    def on_turn(self, scenario_id: str, turn: int, max_turns: int) -> None:
+        """A turn of the case's dialogue is done (0: its opening)."""
+
+    def step_started(self, scenario_id: str, doing: str) -> None:
+        """The case waits on something (a call, a model server starting, its turn on the embedded models); the
+        empty scenario id: the run itself, before or between cases."""
+
+    def step_ended(self, scenario_id: str, doing: str) -> None:
+        """What ``step_started`` told is over."""
+
+
+#: The run's progress display, when it shows one.
+ON_PROGRESS: ContextVar[ProgressListener | None] = ContextVar("personalens_on_progress", default=None)
+#: The case this thread works for (its scenario id), set by the case runner around the case's work: the progress
+#: display learns from it whose step a call or a wait is.
+CURRENT_CASE: ContextVar[str] = ContextVar("personalens_current_case", default="")
+
+
+@contextlib.contextmanager
+def step(doing: str) -> Iterator[None]:
+    """Tell the progress display, if one listens, that the current case (or the run) waits on ``doing`` while the
+    block runs: "the assistant (reply, turn 3)", "the embedded judge model to start"."""
+    listener, case = ON_PROGRESS.get(), CURRENT_CASE.get()
+    if listener is None:
+        yield
+        return
+    listener.step_started(case, doing)
+    try:
+        yield
+    finally:
+        listener.step_ended(case, doing)

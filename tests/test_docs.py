@@ -476,7 +476,7 @@ def test_the_documented_summary_is_what_a_replay_of_the_shipped_recording_prints
     """docs/gates-and-reports.md shows the terminal summary of `pytest suites/` (the shipped recording, replayed):
     every line it shows (but the elision) is a line that replay prints."""
     page = (ROOT / "docs" / "gates-and-reports.md").read_text(encoding="utf-8")
-    block = page.split("and the verdict:\n\n```\n", 1)[1].split("```", 1)[0]
+    block = "PersonaLens summary" + page.split("```\nPersonaLens summary", 1)[1].split("```", 1)[0]
     shown = [line for line in block.splitlines() if line.strip() and line.strip() != "..."]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "-q", "-p", "no:cacheprovider", "--results-dir",

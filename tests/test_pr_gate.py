@@ -183,9 +183,10 @@ def test_forged_expectations_thresholds_and_judge_are_not_used(pr: Path):
         with FakeLLM(Script(terminate_after=1, judge_rule=judge_rule)) as fake:
             done = gate(pr, fake=fake)
     assert done.returncode == 1, done.stdout[-4000:]
+    shown = done.stdout.splitlines()
     for name in ("thresholds.yaml", "personalens.toml"):
-        assert f"changes {name}: not used by this gate; takes effect once merged" in done.stdout
-    assert "adds cassettes/my-bot/expectations.yaml: not used by this gate; takes effect once merged" in done.stdout
+        assert f"personalens gate: changes {name}: not used by this gate; takes effect once merged" in shown
+    assert "personalens gate: adds cassettes/my-bot/expectations.yaml: not used by this gate; takes effect once merged" in shown
     assert not own_judge.requests  # the pull request's judge was never asked
 
 

@@ -111,7 +111,7 @@ def test_a_changed_request_is_one_clear_miss_never_a_stale_answer(project):
         "matches it (prompts, model settings or the assistant's replies differ from the recording) in "
         "*cassettes/reference/user7-SD-Alarm-task-1.json.xz (the recorded request of this call differs at character *: "
         "recorded *, now *). Re-record it: "
-        "pytest 'test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' --assistant reference --record-mode all",
+        "pytest '*test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' --assistant reference --record-mode all",
     ])
     assert "Traceback" not in result.stdout.str() and "CannotOverwrite" not in result.stdout.str()
     (row,) = last_rows(project)
@@ -207,12 +207,11 @@ def test_a_changed_bot_is_not_scored_offline_and_scored_live_from_where_it_chang
     changed = run(project, DEAD, *args)
     changed.assert_outcomes(skipped=1, deselected=1)
     assert changed.ret == pytest.ExitCode.TESTS_FAILED
-    command = "pytest 'test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' --assistant my-bot " \
-              "--record-mode new_episodes"
     changed.stdout.fnmatch_lines([
         "  not scored: user7-SD-Alarm-task-1: the dialogue failed (ReplyChangedError): your bot's reply at turn 1 "
         "differs from the recording: not scored (recorded 'Your usual alarm is set.', now 'Something else entirely.'); "
-        f"score it with model credentials: {command}",
+        "score it with model credentials: pytest '*test_single_domain.py::test_single_domain[[]user7-SD-Alarm-task-1[]]' "
+        "--assistant my-bot --record-mode new_episodes",
         "personalens: verdict: INCONCLUSIVE, fails the run (1 cases: 0 regression(s), 0 expected failure(s), 0 unexpected pass(es), "
         "0 not scored, 1 with a changed bot reply)",
         "personalens: FAILED 1 case(s) not scored: your bot's replies differ from the recording, and an offline replay "

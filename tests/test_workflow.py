@@ -245,6 +245,7 @@ def upstream(venv, tmp_path_factory):  # noqa: F811
     git(repo, "init", "-q", "-b", "main")
     (repo / "bot.py").write_text(BOT)
     (repo / "README.md").write_text("# a team's bot\n")
+    (repo / "package.json").write_text('{"name": "team-bot", "version": "1.0.0", "private": true}\n')  # a Node repo
     start, health = f"python3 bot.py {port}", f"http://127.0.0.1:{port}/health"
     init = sh(venv / "bin" / "personalens", "init", "--kind", "http", "--models", "openai", "--assistant", "team-bot",
               "--start", start, "--health-url", health, cwd=repo)
@@ -306,6 +307,7 @@ def test_the_workflow_steps_gate_a_pull_request_in_a_repository_that_is_not_pyth
     assert [d.returncode for d in done] == [0, 0], done[-1].stdout[-3000:] + done[-1].stderr[-3000:]
     assert {p.name for p in (work / "personalens-gate").iterdir()} >= {"report.html", "report.json", "junit.xml", "summary.md"}
     assert "personalens: verdict: " in done[-1].stdout and "verdict: REGRESSED" not in done[-1].stdout and (tmp_path / "summary.md").read_text().strip()
+    assert "personalens: budget --max-cost $" in done[-1].stdout  # init's budget, from the base's personalens.toml
 
 
 def test_a_pull_request_whose_bot_says_something_else_is_red(upstream, venv, tmp_path):  # noqa: F811

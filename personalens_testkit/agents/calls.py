@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from ..callsite import CALL_OUTCOME, CallRole, CallSite
+from ..callsite import CALL_OUTCOME, CallRole, CallSite, step
 from ..llm.base import ChatModel, ChatRequest, ChatResponse
 from ..llm.calling import make_call
 from ..llm.retry import RetryPolicy
@@ -57,9 +57,11 @@ class CallLog:
         started = time.perf_counter()
         outcome = {"replayed": False}
         token = CALL_OUTCOME.set(outcome)
+        site = CallSite(role=role, label=label, turn=turn)
         try:
-            result, attempts = make_call(call, CallSite(role=role, label=label, turn=turn), policy=self.retry,
-                                         deadline=self.deadline, time_limit_s=self.time_limit_s)
+            with step(f"the {site.describe()}"):
+                result, attempts = make_call(call, site, policy=self.retry, deadline=self.deadline,
+                                             time_limit_s=self.time_limit_s)
         finally:
             CALL_OUTCOME.reset(token)
         self.add(CallRecord(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ..assistants.base import Assistant, AssistantInput
-from ..callsite import ON_TURN
+from ..callsite import ON_PROGRESS
 from ..data.context import ScenarioContext
 from ..data.models import TaskKind
 from ..errors import ReplyChangedError
@@ -65,9 +65,9 @@ def turn_limit(kind: TaskKind, override: int | None = None) -> int:
 
 
 def _tell(scenario_id: str, turn: int, max_turns: int) -> None:
-    listener = ON_TURN.get()
+    listener = ON_PROGRESS.get()
     if listener is not None:
-        listener(scenario_id, turn, max_turns)
+        listener.on_turn(scenario_id, turn, max_turns)
 
 
 def run_dialogue(

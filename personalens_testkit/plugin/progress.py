@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..callsite import ON_TURN
+from ..callsite import ON_PROGRESS
 from ..data.models import case_id
 from ..errors import PersonalensError
 from ..run.progress import Progress, Publisher, Running, TerminalLines, Ticker, TurnChannel, interval_s
@@ -59,7 +59,7 @@ class ProgressHooks:
         if self.reporter is None:
             return
         self.progress = Progress(total, interval_s=interval_s(bool(getattr(self.reporter, "isatty", False))))
-        ON_TURN.set(self.progress.on_turn)  # the cases of this process (and their threads) tell it their turns
+        ON_PROGRESS.set(self.progress.running)  # the cases of this process (and their threads) tell it their steps
         with contextlib.suppress(AttributeError, OSError, ValueError):  # none in an in-process run: pytest's writer
             self.out = TerminalLines(config.get_terminal_writer())  # now, while pytest's capture is suspended
         self.loop = Ticker(self.progress, self.out or self._say, self.channel)
@@ -67,7 +67,7 @@ class ProgressHooks:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         workerinput = getattr(session.config, "workerinput", None)
         if workerinput is not None and workerinput.get(TURNS_KEY):  # a worker of a live run: publish its turns
-            ON_TURN.set(self.running.on_turn)
+            ON_PROGRESS.set(self.running)
             channel = TurnChannel(Path(workerinput[TURNS_KEY]))
             self.loop = Publisher(channel, workerinput.get("workerid", "gw"), self.running)
         elif workerinput is None and not getattr(session.config.option, "numprocesses", None):

@@ -15,6 +15,7 @@ from ..agents.calls import CallLog
 from ..agents.judge import Judge
 from ..agents.user_agent import UserAgent
 from ..assistants.base import Assistant
+from ..callsite import CURRENT_CASE, step
 from ..data.context import build_context
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
@@ -139,14 +140,18 @@ class CaseRunner:
         one dialogue. So scenarios take turns on the shared servers (a file lock in the run
         folder); runs on remote models are not serialised.
         """
+        token = CURRENT_CASE.set(scenario.scenario_id)  # the progress display's: whose steps these are
         try:
-            evaluator = self.evaluator
-            cassette = self.recording.for_case(scenario, repeat, rerecord)
-        except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
-            return Evaluation.failed(scenario, exc, phase="starting the models", max_turns=self.settings.max_turns,
-                                     repeat=repeat)
-        with self._taking_turns():
-            return evaluator.evaluate(scenario, cassette, repeat=repeat)
+            try:
+                evaluator = self.evaluator
+                cassette = self.recording.for_case(scenario, repeat, rerecord)
+            except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
+                return Evaluation.failed(scenario, exc, phase="starting the models",
+                                         max_turns=self.settings.max_turns, repeat=repeat)
+            with self._taking_turns():
+                return evaluator.evaluate(scenario, cassette, repeat=repeat)
+        finally:
+            CURRENT_CASE.reset(token)
 
     @contextlib.contextmanager
     def _taking_turns(self) -> Iterator[None]:
@@ -156,7 +161,8 @@ class CaseRunner:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / ".embedded.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            with step("its turn on the embedded models (one scenario at a time)"):
+                fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:
@@ -178,6 +184,7 @@ class CaseRunner:
             found.errors.append(f"not judged again: the run is stopping ({stopping})")
             evaluation.confirmation = found.as_dict()
             return found
+        token = CURRENT_CASE.set(scenario.scenario_id)
         try:
             with self._taking_turns():
                 found = confirm(self.evaluator.judge, build_context(self.dataset, scenario),
@@ -186,6 +193,7 @@ class CaseRunner:
         except Exception as exc:  # noqa: BLE001 - whatever fails here confirms nothing; the case's scores stand
             found.errors.append(redact(f"{type(exc).__name__}: {exc}".splitlines()[0]))
         finally:
+            CURRENT_CASE.reset(token)
             evaluation.dialogue.log.records.extend(log.records)
             if self.budget is not None and log.records:
                 with contextlib.suppress(OSError):  # the case's row stands; the ledger's next writer says why

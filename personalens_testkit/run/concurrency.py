@@ -45,7 +45,7 @@ class EvaluateAhead:
         self._waited: Future[Evaluation] | None = None
         self._closed = False
         self._lock = threading.RLock()  # a callback of a future already done runs at once, in the caller
-        #: the caller's context (the progress hook's ON_TURN, ...): a case started from a done-callback runs on a
+        #: the caller's context (the progress hook's ON_PROGRESS, ...): a case started from a done-callback runs on a
         #: pool thread, whose own context would lose it
         self._context = contextvars.copy_context()
 

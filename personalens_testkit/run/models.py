@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..callsite import ROLES
+from ..callsite import ROLES, step
 from ..errors import ModelServerError, PersonalensError, UsageError
 from ..llm.base import ChatModel
 from ..llm.embedded import ServerHandle, ServerPool, server_key, server_url, wait_until_healthy
@@ -74,19 +74,20 @@ class ModelPool:
         if role not in self.live_roles:
             return REPLAY_ONLY_URL
         if self.settings.local_url and local.model_path is None:
-            return self._healthy_url(self.settings.local_url.rstrip("/"), 10.0)
+            return self._healthy_url(self.settings.local_url.rstrip("/"), 10.0, role)
         key = server_key(local, role)
         if key not in self._handles:
             if not self.is_controller:
                 raise ModelServerError(f"no embedded server for {key} was started by the controlling process", model="local")
             self._handles[key] = self._server_pool().launch(local, role).as_dict()
         handle = ServerHandle.from_dict(self._handles[key])
-        return self._healthy_url(handle.url, local.startup_timeout_s, handle)
+        return self._healthy_url(handle.url, local.startup_timeout_s, role, handle)
 
-    def _healthy_url(self, url: str, timeout_s: float, handle: ServerHandle | None = None) -> str:
+    def _healthy_url(self, url: str, timeout_s: float, role: str, handle: ServerHandle | None = None) -> str:
         if url not in self._healthy:
-            wait_until_healthy(url, timeout_s, pid=handle.pid if handle else None,
-                               log_path=handle.log_path if handle else None)
+            with step(f"the embedded model of the {role.replace('_', ' ')} to start (up to {timeout_s:.0f} s)"):
+                wait_until_healthy(url, timeout_s, pid=handle.pid if handle else None,
+                                   log_path=handle.log_path if handle else None)
             self._healthy.add(url)
         return url
 

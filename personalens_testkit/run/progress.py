@@ -24,8 +24,9 @@ from typing import Any, Callable, Mapping
 
 #: seconds between progress lines, for every run (tests use a short one); unset: 5 on a terminal, else 30
 INTERVAL_ENV = "PERSONALENS_PROGRESS_INTERVAL_S"
-#: a running case: (turns done, turn limit, when it started on the monotonic clock)
-Case = tuple[int, int, float]
+#: a running case: (turns done, turn limit - 0 before its opening is done -, when it started on the monotonic clock,
+#: what it waits on now - "" for nothing told -, and since when)
+Case = tuple[int, int, float, str, float]
 
 
 def interval_s(tty: bool, environ: Mapping[str, str] = os.environ) -> float:
@@ -52,12 +53,16 @@ def scenario_of(case: str) -> str:
 
 
 class Running:
-    """The cases running in one process and the turn each has reached, as their dialogues tell it (any thread)."""
+    """The cases running in one process, the turn each has reached and what each waits on, as they tell it (any
+    thread; a :class:`~personalens_testkit.callsite.ProgressListener`). A case waits on its latest step still under
+    way (its parallel calls end in any order). The empty scenario id is the run itself: what it waits on before or
+    between cases (the embedded models starting), shown while it lasts."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.version = 0
-        self._cases: dict[str, Case] = {}
+        self._cases: dict[str, tuple[int, int, float]] = {}  # turns done, turn limit, started
+        self._steps: dict[str, list[tuple[str, float]]] = {}  # what each waits on, since when: the latest last
         self._lock = threading.Lock()
 
     def on_turn(self, scenario_id: str, turn: int, max_turns: int) -> None:
@@ -66,14 +71,45 @@ class Running:
             self._cases[scenario_id] = (turn, max_turns, started)
             self.version += 1
 
+    def step_started(self, scenario_id: str, doing: str) -> None:
+        with self._lock:
+            now = self.clock()
+            self._cases.setdefault(scenario_id, (0, 0, now))
+            self._steps.setdefault(scenario_id, []).append((doing, now))
+            self.version += 1
+
+    def step_ended(self, scenario_id: str, doing: str) -> None:
+        with self._lock:
+            steps = self._steps.get(scenario_id, [])
+            for index in range(len(steps) - 1, -1, -1):
+                if steps[index][0] == doing:
+                    del steps[index]
+                    self.version += 1
+                    break
+            if not steps and not scenario_id:
+                self._forget("")
+
     def finish(self, case: str) -> None:
         with self._lock:
-            if self._cases.pop(scenario_of(case), None) is not None:
-                self.version += 1
+            self._forget(scenario_of(case))
+
+    def _forget(self, scenario_id: str) -> None:
+        self._steps.pop(scenario_id, None)
+        if self._cases.pop(scenario_id, None) is not None:
+            self.version += 1
 
     def snapshot(self) -> dict[str, Case]:
         with self._lock:
-            return dict(self._cases)
+            return {sid: (*case, *(self._steps.get(sid) or [("", case[2])])[-1]) for sid, case in self._cases.items()}
+
+
+def describe_case(scenario_id: str, case: Case, now: float) -> str:
+    """``user7-SD-Alarm-task-1 turn 14 of 20, waiting 3 min for the assistant (reply, turn 15)``; the run's own
+    step (the empty id) is only what it waits on."""
+    turn, limit, _, doing, since = case
+    where = (f"{scenario_id} turn {turn} of {limit}" if limit else f"{scenario_id} starting") if scenario_id else ""
+    waiting = f"waiting {_duration(now - since)} for {doing}" if doing else ""
+    return ", ".join(part for part in (where, waiting) if part)
 
 
 class Progress:
@@ -93,9 +129,6 @@ class Progress:
     @property
     def done(self) -> int:
         return sum(self.outcomes.values())
-
-    def on_turn(self, scenario_id: str, turn: int, max_turns: int) -> None:
-        self.running.on_turn(scenario_id, turn, max_turns)
 
     def finished(self, scenario_id: str, outcome: str) -> str | None:
         """Record a finished case; the progress line when one is due (the last case always gets one)."""
@@ -129,8 +162,8 @@ class Progress:
         with self._lock:
             if not running or self.clock() - self._last_line < self.interval_s:
                 return None
-            self._last_line = self.clock()
-            shown = ", ".join(f"{sid} turn {turn} of {limit}" for sid, (turn, limit, _) in running[:3])
+            self._last_line = now = self.clock()
+            shown = "; ".join(describe_case(sid, case, now) for sid, case in running[:3])
             more = f" and {len(running) - 3} more" if len(running) > 3 else ""
             return f"{self.line()}; running: {shown}{more}"
 
@@ -189,7 +222,7 @@ class TurnChannel:
         with contextlib.suppress(OSError):
             for path in self.folder.glob("*.json"):
                 with contextlib.suppress(OSError, ValueError, TypeError):
-                    found[path.stem] = {sid: (int(t), int(m), float(s)) for sid, (t, m, s) in
+                    found[path.stem] = {sid: (int(t), int(m), float(s), str(d), float(w)) for sid, (t, m, s, d, w) in
                                         json.loads(path.read_text(encoding="utf-8")).items()}
         return found
 
