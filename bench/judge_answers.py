@@ -11,7 +11,11 @@
   second, different value after it (value x connector x position x separator x language x wrapper) - how
   many became a score (must be none); --count benign answers, reasoning and reasons full of numbers - how
   many were lost (at most 1 in 100); and a third kind read apart: reasons that end a statement with another
-  value of the scale ("... at turn 2.") - refused by design, so their share is printed.
+  value of the scale ("... at turn 2.") - refused by design, so their share is printed;
+- against upstream's parsing (the paper's code reads an answer with two regular expressions: the first
+  ``<Label>: <digits>`` of a rating, ``util/gather_evaluation.py:47-49``, and the first ``VERDICT: True|False``,
+  any case, of a completion verdict, ``:173-175``): the same generated answers in the paper's label-line form,
+  read both ways - how many each reads as the answer's value, leaves unreadable, or reads as another value.
 
     python bench/judge_answers.py [--show] [--count N]     # --show: list each answer that misses its mark
 """
@@ -22,6 +26,7 @@ import argparse
 import json
 import lzma
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -132,11 +137,51 @@ def generated(count: int, show: bool) -> None:
         refused += isinstance(value, JudgeAnswerError)
     print(f"generated reasons ending a statement with a number (\"... at turn 2.\"): {count:,}; refused {refused} "
           f"({refused / count:.1%}; the judge is asked again), read as another value 0")
+    against_upstream(count, rng)
     if show:
         for raw, value in scored[:20]:
             print(f"  generated hostile read as {value}:", repr(raw[:200]))
         for raw, value in lost[:20]:
             print(f"  generated benign lost ({value}):", repr(raw[:200]))
+
+
+def upstream_read(kind: str, raw: str) -> object:
+    """What the paper's code reads from an answer: the first ``<Label>: <digits>``, or the first ``VERDICT: True|False``
+    in any case; None when nothing matches (a rating left out, a verdict counted as not completed)."""
+    key, _, label = answer_corpus.KINDS[kind]
+    if key == "verdict":
+        found = re.search(r"VERDICT: (True|False)", raw, re.IGNORECASE)
+        return None if found is None else found.group(1).lower() == "true"
+    found = re.search(rf"{label}: (\d+)", raw)
+    return None if found is None else int(found.group(1))
+
+
+def against_upstream(count: int, rng: random.Random) -> None:
+    """The generated answers in the label-line form the paper's prompts ask for, read by our grammar and by upstream's."""
+    labelled = [form for form in answer_corpus.FORMS if "label" in form]
+
+    def choose(options):
+        return rng.choice(labelled if options is answer_corpus.FORMS else options)
+
+    for name, make in (("benign", answer_corpus.benign),
+                       ("reasons ending a statement with a number", answer_corpus.ending_with_a_number)):
+        tally = {"ours": [0, 0, 0], "upstream's": [0, 0, 0]}  # its value, unreadable, another value
+        for _ in range(count):
+            kind, raw, expected = make(choose)
+            for reader, value in (("ours", read({"answer": kind, "raw": raw})), ("upstream's", upstream_read(kind, raw))):
+                unreadable = value is None or isinstance(value, JudgeAnswerError)
+                tally[reader][0 if value == expected else 1 if unreadable else 2] += 1
+        shown = "; ".join(f"{reader}: its value {a / count:.1%}, unreadable {b / count:.1%}, another value {c / count:.1%}"
+                          for reader, (a, b, c) in tally.items())
+        print(f"label-line answers, generated {name}: {count:,}; {shown}")
+    ours = theirs = 0
+    for _ in range(count):
+        kind, raw = answer_corpus.hostile(choose)
+        ours += not isinstance(read({"answer": kind, "raw": raw}), JudgeAnswerError)
+        theirs += upstream_read(kind, raw) is not None
+    print(f"label-line answers, generated hostile (a second, different value after the answer): {count:,}; read as a "
+          f"score: ours {ours / count:.1%} (an error: the judge is asked again), upstream's {theirs / count:.1%} (the "
+          "first value, the second ignored)")
 
 
 if __name__ == "__main__":

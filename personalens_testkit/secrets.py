@@ -59,23 +59,9 @@ def _environment(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, value) for name, value in pairs if value is not None and name != "PYTEST_CURRENT_TEST")
 
 
-_decoded: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # raw pairs -> decoded: :func:`_process_environment`
-
-
 def _process_environment() -> tuple[tuple[str, str], ...]:
-    """:func:`_environment` of ``os.environ``, its raw pairs copied at once (in C: no thread interleaves) and decoded
-    once per distinct environment, not at every call."""
-    data = getattr(os.environ, "_data", None)
-    if type(data) is not dict:
-        return _environment(os.environ)
-    current = os.environ.encodekey("PYTEST_CURRENT_TEST")
-    raw = tuple([item for item in list(data.items()) if item[0] != current])
-    found = _decoded.get(raw)
-    if found is None:
-        if len(_decoded) >= 8:
-            _decoded.clear()
-        found = _decoded[raw] = tuple((os.environ.decodekey(k), os.environ.decodevalue(v)) for k, v in raw)
-    return found
+    """:func:`_environment` of ``os.environ``, through its public mapping."""
+    return _environment(os.environ)
 
 
 def _address_credentials(name: str, value: str) -> list[tuple[str, str]]:

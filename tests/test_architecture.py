@@ -199,3 +199,130 @@ def test_the_pytest_glue_says_what_it_hooks_and_reads_no_private_attribute():
                 queue_readers.add(module)
     assert unnamed == [] and private == []
     assert queue_readers == {"personalens_testkit.plugin.xdist_queue"}
+
+
+#: names of the stack's internals that carry no underscore: an import hook, the garbage collector, vcrpy's reset and
+#: xdist's worker queue
+INTERNALS = frozenset({"meta_path", "freeze", "unfreeze", "force_reset", "torun", "nextitem_index"})
+#: a namedtuple's public methods (underscored so as not to clash with its fields)
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
+#: the places that still read or write a library's internals (issue 47, item 1), each to go: a place not listed
+#: fails, and so does a listed one that is gone (so the list only shrinks)
+STILL_INTERNAL: dict[str, frozenset[str]] = {
+    "personalens_testkit.llm.deadlines": frozenset({"_network_backend", "_pool", "_transport", "_mounts"}),
+    "personalens_testkit.plugin.xdist_queue": frozenset({"torun", "nextitem_index"}),
+    "personalens_testkit.replay.cassettes": frozenset({"_save", "_path"}),
+    "personalens_testkit.replay.indexed": frozenset({"_load", "_responses"}),
+    "personalens_testkit.replay.router": frozenset({"force_reset", "_HttpxHttpTransport_handle_request",
+                                                    "_HttpxAsyncHttpTransport_handle_async_request", "_exceptions",
+                                                    "_request"}),
+    "personalens_testkit.replay.vcr_imports": frozenset({"meta_path"}),
+}
+
+
+def our_names(trees: dict[str, ast.Module]) -> set[str]:
+    """Every name the package itself defines: functions, classes, variables, attributes of self or cls, arguments,
+    import aliases and module names - a private name among them is ours to use."""
+    found = {module.rsplit(".", 1)[-1] for module in trees}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                found.add(node.id)
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+                  and node.value.id in ("self", "cls")):
+                found.add(node.attr)
+            elif isinstance(node, ast.arg):
+                found.add(node.arg)
+            elif isinstance(node, ast.alias):
+                found.add((node.asname or node.name).split(".")[0])
+    return found
+
+
+def internals_read(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """By module: the library internals it reads or writes - an attribute with a private name the package does not
+    define (on anything but self or cls), any private name given to getattr/setattr/hasattr/delattr (on anything but
+    self), a method with a private name overriding a class from outside the package, and the INTERNALS."""
+    ours = our_names(trees)
+    found: dict[str, set[str]] = {}
+    for module, tree in trees.items():
+        local = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                if node.attr in INTERNALS or (node.attr.startswith("_") and not node.attr.startswith("__")
+                                              and node.attr not in ours and node.attr not in NAMEDTUPLE_API):
+                    names.append(node.attr)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1
+                  and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                  and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")):
+                name = node.args[1].value
+                if name in INTERNALS or (name.startswith("_") and not name.startswith("__")):
+                    names.append(name)
+            elif isinstance(node, ast.ClassDef) and any(
+                    not (isinstance(base, ast.Name) and base.id in local) for base in node.bases):
+                foreign = [b for b in node.bases if isinstance(b, ast.Attribute)
+                           or (isinstance(b, ast.Name) and b.id not in local and b.id[:1].isupper())]
+                if foreign:
+                    names += [item.name for item in node.body if isinstance(item, ast.FunctionDef)
+                              and item.name.startswith("_") and not item.name.startswith("__")
+                              and any(item.name in _defined_by(b, tree) for b in foreign)]
+            if names:
+                found.setdefault(module, set()).update(names)
+    return found
+
+
+def _defined_by(base: ast.expr, tree: ast.Module) -> set[str]:
+    """The private methods of the library class ``base`` names (imported to ask it), as ``tree`` imports it."""
+    import importlib
+
+    dotted = ast.unparse(base)
+    head = dotted.split(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if (alias.asname or alias.name) == head:
+                    dotted = f"{node.module}.{alias.name}" + dotted[len(head):]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == head:
+                    dotted = alias.name + dotted[len(head):]
+    module, _, name = dotted.rpartition(".")
+    try:
+        owner = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError, ValueError):
+        owner = None
+    return {n for n in dir(owner) if n.startswith("_") and not n.startswith("__")} if owner is not None else set()
+
+
+def test_no_library_internal_is_read_or_written_beyond_the_places_still_listed():
+    found = internals_read(modules())
+    new = {module: sorted(names - STILL_INTERNAL.get(module, frozenset())) for module, names in found.items()}
+    gone = {module: sorted(names - found.get(module, set())) for module, names in STILL_INTERNAL.items()}
+    assert {m: n for m, n in new.items() if n} == {}, "a library's internals read or written: use its public API"
+    assert {m: n for m, n in gone.items() if n} == {}, "no longer read: take it off STILL_INTERNAL"
+
+
+@pytest.mark.parametrize(("source", "caught"), [
+    ("import os\nx = os.environ._data\n", {"_data"}),
+    ("import sys\nsys.meta_path.insert(0, object())\n", {"meta_path"}),
+    ("import gc\ngc.freeze()\n", {"freeze"}),
+    ("def f(pool):\n    return getattr(pool, '_network_backend', None)\n", {"_network_backend"}),
+    ("def f(writer):\n    writer._current_line = ''\n", {"_current_line"}),
+    ("import argparse\ndef f(sub: argparse._SubParsersAction): ...\n", {"_SubParsersAction"}),
+    ("from argparse import ArgumentParser\nclass P(ArgumentParser):\n    def _get_values(self, action, strings): ...\n",
+     {"_get_values"}),
+])
+def test_the_internals_check_catches_each_kind(source, caught):
+    assert internals_read({"probe": ast.parse(source)}) == {"probe": caught}
+
+
+@pytest.mark.parametrize("source", [
+    "class A:\n    def __init__(self):\n        self._x = 1\n    def f(self):\n        return self._x\n",
+    "from collections import namedtuple\nP = namedtuple('P', 'a')\nq = P(1)._replace(a=2)\n",
+    "def _helper():\n    return 1\n\nclass B:\n    def g(self, other):\n        return other._helper\n",
+])
+def test_the_internals_check_leaves_the_packages_own_private_names_alone(source):
+    assert internals_read({"probe": ast.parse(source)}) == {}

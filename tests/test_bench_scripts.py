@@ -116,6 +116,14 @@ def test_judge_answers_bench_reads_every_benign_answer_and_no_hostile_one():
     assert "read as another value 0" in out
     assert hostile and hostile.group(1) == hostile.group(2) and hostile.group(3) == "0"
     assert real and real.group(1) == real.group(2) and int(real.group(2)) >= 100
+    # against upstream's two regular expressions, on the paper's label-line form: benign answers read alike, a
+    # reason ending with a number read by upstream only, a hedged second value read as a score by upstream only
+    assert re.search(r"label-line answers, generated benign: 2,000; ours: its value 100\.0%.*upstream's: its value "
+                     r"100\.0%", out)
+    ending = re.search(r"generated reasons ending a statement with a number: 2,000; ours: its value ([\d.]+)%, "
+                       r"unreadable ([\d.]+)%, another value 0\.0%; upstream's: its value 100\.0%", out)
+    assert ending and 20 < float(ending.group(2)) < 80
+    assert re.search(r"generated hostile .*: 2,000; read as a score: ours 0\.0% .*upstream's 100\.0%", out)
 
 
 def test_gate_noise_bench_small():

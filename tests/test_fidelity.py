@@ -133,3 +133,35 @@ def test_a_project_can_require_a_calibrated_judge(pytester, tmp_path, monkeypatc
                                   "`personalens calibrate --judge-model openai:fake-judge` and name its report with "
                                   "--judge-calibration"])
     failing.stderr.fnmatch_lines(["ERROR: require_calibrated_judge: the judge openai:fake-judge failed its calibration *"])
+
+
+INVENTED = "Sure - done.\nUser: great, and also book me a table\nAssistant: Booked!"
+
+
+def test_a_reply_that_runs_into_an_invented_turn_is_cut_by_default_and_whole_under_the_papers_setting(pytester):
+    """The reference assistant's and the user agent's replies: cut where the model starts another speaker's turn
+    by default (and asked with stop sequences), kept whole - as upstream appends them - with reply_cut none, which
+    --preset paper sets; with no time limit on a scenario, as upstream has none."""
+    with FakeLLM(Script(terminate_after=1, assistant_text=INVENTED, user_text=INVENTED)) as fake:
+        project(pytester, fake)
+        cut = pytester.runpytest(*ALARM)
+        cut_rows = read_rows(latest_results(pytester.path))
+        whole = pytester.runpytest(*ALARM, "--reply-cut", "none")
+        whole_rows = read_rows(latest_results(pytester.path))
+        asked = [body.get("stop") for body in fake.requests]
+    cut.assert_outcomes(passed=1, deselected=4)
+    whole.assert_outcomes(passed=1, deselected=4)
+    (cut_row,), (whole_row,) = cut_rows, whole_rows
+    assert {m["content"] for m in cut_row["transcript"]} == {"Sure - done."}
+    assert {m["content"] for m in whole_row["transcript"]} == {INVENTED}
+    stops = [stop for stop in asked if stop]
+    assert stops and all("\nUser:" in stop for stop in stops) and asked.count(None) + asked.count([]) >= 3
+
+
+def test_preset_paper_keeps_replies_whole_and_sets_no_time_limit(tmp_path):
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    paper = resolve_settings({"preset": "paper"}, tmp_path, {})
+    default = resolve_settings({}, tmp_path, {})
+    assert (paper.reply_cut, paper.completion_counting) == ("none", "paper")
+    assert not paper.scenario_timeout_s and default.scenario_timeout_s == 3600 and default.reply_cut == "speaker"

@@ -339,45 +339,6 @@ def test_a_path_option_into_another_project_from_a_folder_without_config(pyteste
     assert "not-this-one" not in result.stdout.str() + result.stderr.str()
 
 
-PROBE_HYPOTHESIS = """
-import atexit, os, sys
-
-@atexit.register
-def _probe():
-    with open(f"hypothesis-{os.getpid()}.txt", "w") as out:
-        out.write(str("hypothesis" in sys.modules))
-"""
-
-
-def test_a_suites_run_leaves_hypothesis_unloaded_and_a_hypothesis_test_keeps_its_summary(suite):
-    suite.makeconftest(PROBE_HYPOTHESIS)
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-n", "2", subprocess=True)
-    assert result.ret == 0, result.stdout.str()[-2000:]
-    probes = [path.read_text() for path in suite.path.glob("hypothesis-*.txt")]
-    assert probes == ["False"] * 3  # the controller and two workers: its pytest plugin's summary imported it in each
-    suite.makepyfile(test_property="from hypothesis import given, strategies as st\n\n\n"
-                                   "@given(st.integers(0, 5))\ndef test_small(x):\n    assert x < 9\n")
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-n", "2",
-                           "--hypothesis-show-statistics", subprocess=True)
-    assert result.ret == 0, result.stdout.str()[-2000:]
-    assert "Hypothesis Statistics" in result.stdout.str()  # the plugin kept for a session with hypothesis tests
-
-
-def test_a_suites_run_sets_its_long_lived_objects_aside_from_the_collector_and_hands_them_back(suite):
-    import gc
-
-    suite.makeconftest("import gc\n\n\ndef pytest_runtest_setup(item):\n"
-                       "    with open('frozen.txt', 'a') as out:\n        out.write(f'{gc.get_freeze_count()}\\n')\n")
-    with FakeLLM(Script(terminate_after=1)) as fake:
-        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "-k", "task-1")  # in this process
-    result.assert_outcomes(passed=1, deselected=4)
-    (frozen,) = [int(line) for line in (suite.path / "frozen.txt").read_text().split()]
-    assert frozen > 10_000  # the session's objects were set aside while the case ran
-    assert gc.get_freeze_count() == 0  # and handed back to the collector once the session ended
-
-
 PROBE_COLLECTIONS = '''
 import pytest
 

@@ -21,7 +21,8 @@ SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge
 #: one single-domain case of 4 turns, each two model calls of 0.3 s: about 3 s
 CASE = ["--profiles", "7", "--domains", "Alarm", "--task-kind", "sd", "-k", "user7-SD-Alarm-task-1", "--max-turns", "4",
         "--record-mode", "all"]
-RUNNING = re.compile(r"^personalens: 0/1 cases done in \d+ s; running: user7-SD-Alarm-task-1 turn \d of 4$")
+RUNNING = re.compile(r"^personalens: 0/1 cases done in \d+ s; running: user7-SD-Alarm-task-1 turn \d of 4"
+                     r"(, waiting \d+ s for the (user agent|assistant|judge) \(.+\))?$")
 DONE = re.compile(r"^personalens: 1/1 cases done \(1 pass\) in \d+ s$")
 
 

@@ -180,7 +180,8 @@ def test_the_preference_leak_check_has_examples_and_the_intent(sd):
     Judge(model).preference_leak(sd, DIALOGUE, CallLog())
     prompt = model.requests[0].messages[1].content
     assert prompt.count(' - true: ') == 2 and prompt.count(' - false: ') == 2
-    assert sd.scenario.task.user_intent in prompt and "Look at the first message only" in prompt
+    assert sd.scenario.task.user_intent in prompt and "Look at the USER's first message in the conversation only" in prompt
+    assert prompt.startswith("<conversation>\n[USER]: Can you set my alarm?\n[ASSISTANT]: Sure, for when?\n</conversation>")
 
 
 @pytest.mark.parametrize(("model", "variant"), [

@@ -176,12 +176,14 @@ class Judge:
         return list(answer.scores)
 
     def preference_leak(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> TaskCompletionAnswer:
-        """Whether the user agent's opening message states preferences it should leave implicit (verdict true = leaked)."""
-        opening = next((m.content for m in messages if m.role == "user"), "")
-        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.intent,
-                      opening=opening)
+        """Whether the user agent's opening message states preferences it should leave implicit (verdict true = leaked).
+        The judge reads the whole conversation, as upstream's prompt gives it (``util/evaluation_prompts.py:165``), and is
+        told to weigh the user's first message only."""
+        conversation = judged_conversation(messages)
+        prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.intent)
         request = ChatRequest(
-            messages=(Message("system", fill("judge_system")), Message("user", prompt)),
+            messages=(Message("system", fill("judge_system")),
+                      Message("user", conversation + prompt, cache_prefix=len(conversation))),
             purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
             json_schema=SCHEMAS[TaskCompletionAnswer], schema_name="preference_leak",
         )

@@ -16,7 +16,7 @@ from ..data.context import ScenarioContext
 from ..llm.base import ChatModel, ChatRequest, Message
 from .calls import CallLog
 from ..prompts.render import (
-    demographics_block, dialogue_block, fill, interactions_block, preferences_block, own_message, situation_block, SPEAKER_STOPS,
+    demographics_block, dialogue_block, fill, interactions_block, preferences_block, kept_reply, reply_stops, situation_block,
 )
 
 USER_TEMPERATURE = 0.5
@@ -44,6 +44,8 @@ class UserAgent:
     model: ChatModel
     temperature: float = USER_TEMPERATURE
     max_tokens: int = USER_MAX_TOKENS
+    #: how a reply the model ran past is kept (prompts/render.REPLY_CUTS)
+    reply_cut: str = "speaker"
     #: the last scenario's context and its prompt prefix (a dialogue asks for it every turn)
     _prefix: tuple[ScenarioContext, str] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -63,19 +65,21 @@ class UserAgent:
     def opening(self, ctx: ScenarioContext, log: CallLog) -> Utterance:
         """The opening query. It never ends the dialogue: a stray TERMINATE is removed and only reported."""
         prefix = self.prompt_prefix(ctx)
-        text, had_terminate = split_terminate(own_message(
-            self._ask(prefix + fill("user_opening"), log, label="opening", turn=0, fixed=len(prefix))))
+        text, had_terminate = split_terminate(kept_reply(
+            self._ask(prefix + fill("user_opening"), log, label="opening", turn=0, fixed=len(prefix)), self.reply_cut))
         return Utterance(text, terminate=had_terminate)
 
     def follow_up(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog, *, turn: int) -> Utterance:
         prefix = self.prompt_prefix(ctx)
         prompt = prefix + fill("user_followup", dialogue=dialogue_block(messages))
-        text, terminate = split_terminate(own_message(self._ask(prompt, log, label="reply", turn=turn, fixed=len(prefix))))
+        text, terminate = split_terminate(kept_reply(self._ask(prompt, log, label="reply", turn=turn, fixed=len(prefix)),
+                                                     self.reply_cut))
         return Utterance(text, terminate)
 
     def _ask(self, prompt: str, log: CallLog, *, label: str, turn: int, fixed: int = 0) -> str:
         request = ChatRequest(
             messages=(Message("system", fill("user_system")), Message("user", prompt, cache_prefix=fixed)),
-            purpose="user_agent", temperature=self.temperature, max_tokens=self.max_tokens, stop=SPEAKER_STOPS,
+            purpose="user_agent", temperature=self.temperature, max_tokens=self.max_tokens,
+            stop=reply_stops(self.reply_cut),
         )
         return log.chat(self.model, request, role="user_agent", label=label, turn=turn).text

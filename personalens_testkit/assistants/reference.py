@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..prompts.render import SPEAKER_STOPS, bullet_pairs, dialogue_block, fill, interactions_block, own_message
+from ..prompts.render import bullet_pairs, dialogue_block, fill, interactions_block, kept_reply, reply_stops
 from ..llm.base import ChatModel, ChatRequest, Message
 from .base import AssistantInput, AssistantReply, ContextSwitches
 
@@ -67,6 +67,8 @@ class ReferenceAssistant:
     name: str = "reference"
     #: the paper's prompt variant (see the module's docstring)
     variant: str = "claude"
+    #: how a reply the model ran past is kept (prompts/render.REPLY_CUTS)
+    reply_cut: str = "speaker"
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
         files = _FILES[self.variant]
@@ -75,11 +77,11 @@ class ReferenceAssistant:
         request = ChatRequest(
             messages=(Message("system", fill(f"assistant_system_{files}")), Message("user", prompt)),
             purpose="assistant", temperature=ASSISTANT_TEMPERATURE, max_tokens=ASSISTANT_MAX_TOKENS,
-            stop=SPEAKER_STOPS,
+            stop=reply_stops(self.reply_cut),
         )
         response = self.model.complete(request)
         return AssistantReply(
-            text=own_message(response.text), prompt_tokens=response.prompt_tokens,
+            text=kept_reply(response.text, self.reply_cut), prompt_tokens=response.prompt_tokens,
             completion_tokens=response.completion_tokens,
         )
 

@@ -61,6 +61,8 @@ class BuildContext:
     isolate: bool = False
     #: the gate's sandbox: a bot's processes run under its user id and environment (None: as this process)
     sandbox: Optional["Sandbox"] = None
+    #: how the reference assistant keeps a reply its model ran past (prompts/render.REPLY_CUTS)
+    reply_cut: str = "speaker"
 
 
 def build_assistant(

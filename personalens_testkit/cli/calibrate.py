@@ -24,6 +24,7 @@ from ..run.models import ModelPool
 from ..run.state import new_run_id
 from ..settings import resolve_settings
 from ..settings.table import SETTING
+from .subcommands import Subcommands
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -61,7 +62,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = sub.add_parser("calibrate", help="judge the calibration set: can this judge tell good from bad?")
     SETTING["judge_model"].add_to(cmd, help="the judge to calibrate (default: the project's judge)")
     cmd.add_argument("--repeat", type=int, default=2, metavar="K",

@@ -19,6 +19,7 @@ from ..errors import PersonalensError
 from ..llm.embedded import EmbeddedServer, wait_until_healthy
 from ..llm.local_settings import LocalServerSettings
 from ..settings.table import SETTING
+from .subcommands import Subcommands
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -74,7 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
             server.stop()
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     data = sub.add_parser("data", help="look at the benchmark data").add_subparsers(dest="action", required=True)
     for name, func, help_text in (("stats", _stats, "scenario counts"), ("check", _check, "validate every data file")):
         cmd = data.add_parser(name, help=help_text)

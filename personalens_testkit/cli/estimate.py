@@ -14,6 +14,7 @@ from ..data.loader import open_dataset
 from ..run.cases import RunCases
 from ..run.cost_estimate import run_estimate
 from ..settings import OPTION_NAMES, SETTINGS, RunSettings, check_selection, resolve_settings
+from .subcommands import Subcommands
 
 if TYPE_CHECKING:
     from ..costs.estimate import RunEstimate
@@ -54,7 +55,7 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = with_run_options(sub.add_parser("estimate", help="what a run with these options would cost: calls, tokens "
                                                            "and US dollars per role, with a range (no model is called)"))
     cmd.add_argument("--json", action="store_true", help="the estimate as JSON")

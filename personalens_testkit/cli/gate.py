@@ -14,6 +14,7 @@ from ..gate.promote import promote
 from ..gate.run import RECORD_MODES, GateOptions, run_gate
 from ..assistants.bot_identity import bot_env_names
 from ..gate.elevation import ELEVATED, can_elevate, elevated_command
+from .subcommands import Subcommands
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -46,7 +47,7 @@ def _promote(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = sub.add_parser("gate", help="a pull request's verdict: the verdict's files from the base, the bot from "
                                       "this checkout (docs/pr-gate.md)")
     cmd.add_argument("--base", metavar="REF", help="the trusted commit (default: the merge base of HEAD and the "

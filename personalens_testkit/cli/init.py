@@ -25,6 +25,7 @@ from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
 from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
 from .plan import planned_profiles_line, recording_budget
+from .subcommands import Subcommands
 
 #: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
 GITIGNORE = ("personalens-results/", "personalens-gate/", "my-cassettes/", ".deepeval/")
@@ -196,7 +197,7 @@ def next_steps(target: Path, assistant: str, models: str, *, gate: bool) -> str:
             f"with your code; {pulls}")
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = sub.add_parser("init", help="add a PersonaLens suite, config, thresholds and a CI gate to a repository")
     cmd.add_argument("directory", nargs="?", default=".", help="the repository (default: here)")
     cmd.add_argument("--assistant", default="my-bot", metavar="NAME", help="the name of your bot's entry (default my-bot)")

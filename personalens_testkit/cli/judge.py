@@ -24,6 +24,7 @@ from ..run.state import new_run_id
 from ..secrets import redact_json
 from ..settings import resolve_settings
 from ..settings.table import SETTING
+from .subcommands import Subcommands
 
 
 def _judge(args: argparse.Namespace) -> int:
@@ -71,7 +72,7 @@ def _judge(args: argparse.Namespace) -> int:
     return 0 if report.verdict.passed else 1
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = sub.add_parser("judge", help="the benchmark's judge on your own conversations (JSON lines): rows and reports")
     cmd.add_argument("conversations", metavar="CONVERSATIONS", help="JSON lines: id, messages, and optionally context")
     cmd.add_argument("--context", metavar="FILE", help="user contexts: one for all, or by conversation id (JSON)")

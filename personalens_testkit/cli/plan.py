@@ -21,6 +21,7 @@ from ..gating.thresholds import default_thresholds_path, load_thresholds
 from ..results.files import load_rows
 from ..settings import OPTION_NAMES, RunSettings, check_selection, resolve_settings
 from .estimate import estimate_of, with_run_options
+from .subcommands import Subcommands
 
 
 def planned_selection(settings: RunSettings, needed: int) -> tuple[tuple[int, ...], int, int]:
@@ -124,7 +125,7 @@ def _print_cost(settings: RunSettings, profiles: tuple[int, ...]) -> None:
         print(line)
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     cmd = with_run_options(sub.add_parser("plan", help="how many scenarios a gate needs for the thresholds' margins, "
                                                        "the selection that gives them, and its cost (no model is called)"))
     cmd.add_argument("--margin", type=float, default=None, metavar="X",

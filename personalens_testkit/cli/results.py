@@ -27,6 +27,7 @@ from ..results.files import check_one_run, dedupe_rows, load_rows, write_rows
 from ..results.rows import ResultRow
 from ..settings import RunSettings, resolve_settings
 from ..settings.table import SETTING
+from .subcommands import Subcommands
 
 
 def _settings(args: argparse.Namespace) -> RunSettings:
@@ -160,7 +161,7 @@ def _counting(cmd: argparse.ArgumentParser) -> None:
                   "project's config, else ours - give the run's (a --preset paper run: paper)")
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: Subcommands) -> None:
     report = sub.add_parser("report", help="summary and report files from a run's results.jsonl or report.json")
     report.add_argument("results", metavar="RESULTS")
     _report_files(report)

@@ -36,6 +36,8 @@ class NotRun(NamedTuple):
     reason: str
     needed: bool = True
     interrupted: bool = False
+    #: the verdict --stop-when-decided decided without them ("red" or "green"; None: they were needed)
+    decision: str | None = None
 
 
 class RunCheck(BaseModel):
@@ -249,9 +251,9 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
         checks.append(RunCheck(name="cases not run", outcome="failed", inconclusive=True,
                                message=f"{not_run.count} selected case(s) not run: {not_run.reason}"))
     elif not_run is not None and not not_run.needed:
-        checks.append(RunCheck(name="decided early", outcome="failed" if not_run.reason.startswith("decided red")
-                               else "passed", message=f"{not_run.reason}; {not_run.count} case(s) not needed (not run, "
-                                                      "never counted as passed)"))
+        checks.append(RunCheck(name="decided early", outcome="failed" if not_run.decision == "red" else "passed",
+                               message=f"{not_run.reason}; {not_run.count} case(s) not needed (not run, never counted "
+                                       "as passed)"))
     failures = [f"{len(regressions)} regression(s): {_listed(regressions)}"] if regressions else []
     failures += [check.message for check in checks if check.outcome == "failed"]
     undecided = [check.message for check in checks if check.outcome == "skipped" and check.inconclusive]

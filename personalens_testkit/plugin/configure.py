@@ -1,17 +1,13 @@
 """The run of each process: its options, its settings, its checks before any case, the embedded servers an
-xdist controller shares with its workers, the header, and the process's housekeeping in a suites run (the
-garbage collector, a third-party plugin it does without). Hooks: ``pytest_addoption``, ``pytest_configure``,
-``pytest_sessionstart``, ``pytest_collection_finish``, ``pytest_sessionfinish``, ``pytest_unconfigure``,
-``pytest_configure_node``, ``pytest_report_header``."""
+xdist controller shares with its workers and the header. Hooks: ``pytest_addoption``, ``pytest_configure``,
+``pytest_unconfigure``, ``pytest_configure_node``, ``pytest_report_header``."""
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import re
 import signal
-import sys
 import threading
 import warnings
 from typing import Any
@@ -31,9 +27,6 @@ from .reports import KeptReports
 WORKER_KEY = "personalens"
 #: pytest-asyncio's warning, at start-up, that a project leaves its fixtures' loop scope unset
 ASYNCIO_SCOPE_UNSET = 'The configuration option "asyncio_default_fixture_loop_scope" is unset'
-#: hypothesis's pytest plugin (its entry point's name), and what it reads from a test's report
-HYPOTHESIS_PLUGIN = "hypothesispytest"
-HYPOTHESIS_REPORT_KEYS = ("_hypothesis_stats", "_hypothesis_failing_examples")
 
 
 def or_exit(call: Any) -> Any:
@@ -68,8 +61,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{MARKER}(task_kind): a PersonaLens suite test, parametrized with one scenario per case"
     )
     quiet_asyncio_default(config)
-    if runs_suites(config) and not hasattr(config, "workerinput"):
-        config.add_cleanup(gc.unfreeze)  # registered first, so run last: after pytest's own final collections
     options = {name: config.getoption(name) for name in OPTION_NAMES}
     try:
         settings = resolve_settings(options, project_root(config), os.environ)
@@ -129,45 +120,6 @@ def before_cases(run: Run, *, reach: bool) -> None:
     run.recording.plan.check_runnable()
     if reach:
         run.carry_resumed_rows()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """See :func:`pytest_collection_finish` (an xdist controller collects nothing: its long-lived objects are
-    there once its workers are started)."""
-    if runs_suites(session.config):
-        gc.freeze()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The objects a suites run keeps to its end - modules, the dataset, the collected cases - are there once
-    collection is done: they are set aside from the garbage collector's scans (``gc.freeze``), which every
-    full collection of the run, and pytest's two at its end, would walk through again (about 0.1 CPU-s a
-    process). Objects made later are collected as before. The process's objects are handed back to the
-    collector after pytest's last collection (the cleanup registered at configure), so a session run
-    in-process leaves the collector as it found it - except in an xdist worker, a process that ends with its
-    session: there they stay set aside, and the interpreter's own collection at exit skips them too (each
-    worker's rows and cassettes are written and its models closed before then)."""
-    if runs_suites(session.config):
-        gc.freeze()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """hypothesis's pytest plugin imports the whole of hypothesis in its terminal summary (about 0.1 CPU-s, in
-    every process: each xdist worker's summary too) to print what hypothesis tests left: statistics and failing
-    examples on their reports, observation files written in this process. In a suites run where nothing
-    imported hypothesis and no report carries either, that summary prints nothing: the plugin is dropped
-    before it (a session with hypothesis tests, in this process or in a worker, keeps it)."""
-    config = session.config
-    plugin = config.pluginmanager.get_plugin(HYPOTHESIS_PLUGIN)
-    if plugin is None or "hypothesis" in sys.modules or not runs_suites(config):
-        return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    reports = (report for kept in (reporter.stats.values() if reporter is not None else ()) for report in kept)
-    if not any(key in getattr(report, "__dict__", {}) for report in reports for key in HYPOTHESIS_REPORT_KEYS):
-        config.pluginmanager.unregister(plugin)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -13,7 +13,6 @@ import pytest
 
 from ..errors import PersonalensError
 from ..run.controller import RunController
-from ..run.stop import decision_of
 from ..run.state import Run
 from ..secrets import redact
 from .cases import is_case
@@ -72,7 +71,8 @@ class ControllerHooks:
         self.controller.adopt()  # a stop raised by a worker after the last row reached this process
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED and self.controller.stopped is None
         try:
-            self.outcome = self.run.finish(stopped=self.controller.stopped, interrupted=interrupted)
+            self.outcome = self.run.finish(stopped=self.controller.stopped, interrupted=interrupted,
+                                           decision=self.controller.decision)
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -80,7 +80,7 @@ class ControllerHooks:
         if self.outcome is None:
             return
         self.failures += self.outcome.failures + self.outcome.verdict.failures
-        if decision_of(self.controller.stopped) and session.exitstatus == pytest.ExitCode.INTERRUPTED:  # decided:
+        if self.controller.decision and session.exitstatus == pytest.ExitCode.INTERRUPTED:  # decided:
             session.exitstatus = pytest.ExitCode.OK  # the verdict says
         nothing_left = session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and bool(self.run.cases.resumed)
         if self.failures and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class ProgressHooks:
         self.progress = Progress(total, interval_s=interval_s(bool(getattr(self.reporter, "isatty", False))))
         ON_PROGRESS.set(self.progress.running)  # the cases of this process (and their threads) tell it their steps
         with contextlib.suppress(AttributeError, OSError, ValueError):  # none in an in-process run: pytest's writer
-            self.out = TerminalLines(config.get_terminal_writer())  # now, while pytest's capture is suspended
+            self.out = TerminalLines(config.get_terminal_writer(), sys.stdout)  # now, while capture is suspended
         self.loop = Ticker(self.progress, self.out or self._say, self.channel)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

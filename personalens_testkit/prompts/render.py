@@ -103,6 +103,22 @@ SPEAKER_STOPS = ("\n[USER]:", "\n[ASSISTANT]:", "\nUser:", "\nAssistant:")
 _NEXT_SPEAKER = re.compile(r"\n\s*(?:\[?\s*(?:user|assistant)\s*\]?\s*:|</[a-z_]+>)", flags=re.IGNORECASE)
 
 
+#: how a reply is kept when the model runs on past its own message: ``speaker`` (the default, ours) cuts it where the
+#: model starts writing another speaker's turn (and asks the server to stop there); ``none`` keeps the text whole, as
+#: the paper's code does (``src/generate_dialogue.py`` appends the model's text as it comes; ``--preset paper``)
+REPLY_CUTS = ("speaker", "none")
+
+
+def reply_stops(cut: str) -> tuple[str, ...]:
+    """The stop sequences a reply is asked with under ``cut``."""
+    return SPEAKER_STOPS if cut == "speaker" else ()
+
+
+def kept_reply(text: str, cut: str) -> str:
+    """A model's reply as the dialogue keeps it under ``cut`` (:data:`REPLY_CUTS`)."""
+    return own_message(text) if cut == "speaker" else text.strip()
+
+
 def own_message(text: str) -> str:
     """A reply as one speaker's message: no leading speaker label, nothing after it that the model
     invented (a next speaker's turn, or a closing tag copied from the prompt's layout)."""

@@ -254,8 +254,9 @@ def stop_lines(stopped: str | None, report: RunReport | None, writer: Any) -> li
     full disk, a dead endpoint: finish the run with --resume) rather than a decided verdict."""
     if stopped is None:
         return []
-    if stopped.startswith("decided ") and report is not None:
-        return [(line, False) for line in savings_lines(report)]
+    decided = savings_lines(report) if report is not None else []
+    if decided:  # the run's verdict was decided (its "decided early" check): no stop to act on
+        return [(line, False) for line in decided]
     if writer is None:
         return []
     return [(f"STOPPED early: {stopped}; every case run has its row; finish the run with --resume {writer.path}", True)]

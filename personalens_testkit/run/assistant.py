@@ -83,7 +83,8 @@ class AssistantUnderTest:
         s = self.settings
         context = BuildContext(root=s.bot_root or s.rootdir, isolate=s.isolate_bot or s.bot_sandbox is not None,
                                sandbox=_sandbox(s.bot_sandbox), model=lambda spec, role: models.chat(spec, role, owned=False),
-                               entry_model=models.entry_chat, describe=lambda spec: describe(spec, s.models))
+                               entry_model=models.entry_chat, describe=lambda spec: describe(spec, s.models),
+                               reply_cut=s.reply_cut)
         assistant = build_assistant(s.assistant, s.assistants, context, reference_model=s.assistant_model,
                                     reference_context=s.assistant_context, reference_prompt=s.assistant_prompt)
         return RecordedBot(assistant, replay=s.rejudge) if self.is_bot else assistant

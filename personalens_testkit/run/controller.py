@@ -9,7 +9,7 @@ from ..errors import StorageError
 from ..results.rows import ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
-from .stop import Breaker
+from .stop import Breaker, Decision
 
 if TYPE_CHECKING:  # --max-cost and --stop-when-decided load their machinery when a run asks for them
     from ..evaluation import Evaluation
@@ -56,8 +56,9 @@ class RunController:
         #: --stop-when-decided (None: the run runs every case)
         self.early: EarlyStop | None = None
         self._armed = False
-        #: why the run stopped early, if it did
+        #: why the run stopped early, if it did, and the verdict it decided if that was why (--stop-when-decided)
         self.stopped: str | None = None
+        self.decision: Decision = None
 
     def start(self) -> None:
         """Before the first case: the results file exists with room reserved, the stop signal is ready."""
@@ -89,20 +90,22 @@ class RunController:
             from ..results.digest import RowDigest  # loaded with --stop-when-decided's machinery
 
             reason = self.early.observe(RowDigest(ResultRow.model_validate_json(line)))  # kept until its tries are in
+            if reason is not None:
+                return self._stop(reason, self.early.decision)
         return self._stop(reason) if reason is not None else self.adopt()
 
     def adopt(self) -> str | None:
         """A stop another process raised (a case its budget could not pay for): the run's own, once."""
-        reason = self.run.stop_signal.reason() if self.stopped is None else None
-        if reason is not None:
-            self.stopped = reason
-        return reason
+        found = self.run.stop_signal.read() if self.stopped is None else None
+        if found is not None:
+            self.stopped, self.decision = found
+        return found[0] if found is not None else None
 
-    def _stop(self, reason: str) -> str | None:
+    def _stop(self, reason: str, decision: Decision = None) -> str | None:
         if self.stopped is not None:
             return None
-        self.stopped = reason
-        self.run.stop_signal.raise_(reason)
+        self.stopped, self.decision = reason, decision
+        self.run.stop_signal.raise_(reason, decision)
         return reason
 
 

@@ -31,6 +31,7 @@ from ..gating.sequential import ConfidenceSequence, SequentialTest, run_decision
 from ..gating.thresholds import AggregateGates
 from ..results.rows import ResultRow
 from ..scales import HEADLINE, METRIC_BY_NAME
+from .stop import Decision
 
 
 def stratum(scenario: Scenario) -> str:
@@ -96,6 +97,8 @@ class EarlyStop:
     _pending: dict[str, list[ResultRow]] = field(default_factory=dict)
     scenarios: int = 0
     decided: str | None = None
+    #: the verdict it decided (set with ``decided``)
+    decision: Decision = None
 
     @classmethod
     def build(cls, rules: AggregateGates, domains: Sequence[str], *, enforced: bool, repeat: int,
@@ -152,6 +155,7 @@ class EarlyStop:
         if decision == "undecided":
             return None
         deciding = next((e.test for e in self.tests if e.test.decision == "red"), None) if decision == "red" else None
+        self.decision = decision
         self.decided = (f"decided {decision} after {self.scenarios} scenario(s): "
                         + (deciding.describe() if deciding else "every gated test green that green needs: "
                            + "; ".join(e.test.describe() for e in self.tests if e.test.required)))

@@ -17,7 +17,7 @@ from ..gating.expectations import Expectations
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.verdict import NotRun, RunVerdict
 from ..report.model import RunReport, build_report, tally_rows
-from ..report.outputs import FORMATS, in_folder, write_report_files
+from ..report.outputs import in_folder, write_report_files
 from ..results.files import load_rows
 from ..results.rows import CallRow
 from ..results.source import RowSource
@@ -77,8 +77,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
                           expectations=expectations, problems=problems, calibration=calibration, baseline=base_rows,
                           retest=retest, not_run=not_run, prices=prices, source=source, tallied=tallied)
     failures: list[str] = []  # report files that could not be written
-    chosen = {form.setting: getattr(settings, form.setting) for form in FORMATS}
-    written = write_report_files(report, in_folder(run_dir, chosen), failures=failures)
+    written = write_report_files(report, in_folder(run_dir, settings.report_paths), failures=failures)
     report.ledger.close()
     return RunOutcome(report, written, recorded, failures, report.verdict)
 
@@ -92,6 +91,7 @@ def settings_snapshot(settings: RunSettings, shown: Any) -> dict[str, Any]:
         "domains": list(sel.domains) if sel.domains else None, "task_kind": sel.task_kind,
         "max_turns": s.max_turns, "record_mode": s.record_mode, "rejudge": s.rejudge, "repeat": s.repeat,
         "turn_level": s.turn_level, "leak_check": s.leak_check, "completion_counting": s.completion_counting,
+        "reply_cut": s.reply_cut,
         "thresholds": str(s.thresholds_path),
         "cassette_dir": shown(s.cassette_dir), "baseline": str(s.baseline) if s.baseline else None,
         "baseline_margin": s.baseline_margin, "judge_retest": s.judge_retest,

@@ -177,24 +177,25 @@ class Progress:
 
 
 class TerminalLines:
-    """Whole lines to a duplicate of the descriptor of pytest's terminal writer, taken while pytest's capture is
-    suspended: one write each, under a lock, unbuffered, so the capture of a running case cannot hold them back.
-    A line that comes while pytest's current line has text (its progress dots) starts a line of its own.
-    Raises AttributeError, OSError or ValueError when the writer has no descriptor (an in-process run)."""
+    """Whole lines to a duplicate of the standard output's descriptor, taken while pytest's capture is suspended
+    (then it is the terminal pytest writes to): one write each, under a lock, unbuffered, so the capture of a
+    running case cannot hold them back. A line that comes while pytest's current line has text (its progress
+    dots) starts a line of its own. Raises AttributeError, OSError or ValueError when the standard output has no
+    descriptor (an in-process run under another pytest's capture)."""
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: Any, stdout: Any) -> None:
         self.writer = writer
-        self.fd = os.dup(writer._file.fileno())  # noqa: SLF001
+        self.fd = os.dup(stdout.fileno())
         self._lock = threading.Lock()
+        self._width = 0  # pytest's current line's width when the last line was written: nothing of pytest's since
 
     def __call__(self, text: str) -> None:
-        writer = self.writer
-        data = (("\n" if getattr(writer, "width_of_current_line", 0) else "") + text + "\n").encode("utf-8", "replace")
+        width = getattr(self.writer, "width_of_current_line", 0)
+        data = (("\n" if width and width != self._width else "") + text + "\n").encode("utf-8", "replace")
         with self._lock, contextlib.suppress(OSError):
+            self._width = width
             while data:
                 data = data[os.write(self.fd, data):]
-            with contextlib.suppress(AttributeError):
-                writer._current_line = ""  # noqa: SLF001 - pytest's dots go on after the line, on a line of their own
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(OSError):

@@ -26,7 +26,7 @@ from .assistant import AssistantUnderTest
 from .cases import RunCases
 from .models import ModelPool
 from .recording import Recording
-from .stop import StopSignal, decision_of
+from .stop import Decision, StopSignal
 
 if TYPE_CHECKING:
     from ..calibration.report import CalibrationReport
@@ -182,7 +182,8 @@ class Run:
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 
-    def finish(self, stopped: str | None = None, *, interrupted: bool = False) -> RunOutcome | None:
+    def finish(self, stopped: str | None = None, *, interrupted: bool = False,
+               decision: Decision = None) -> RunOutcome | None:
         """Controller, at the end: the report over every worker's rows, its files, the verdict (``stopped``: why the
         run stopped early - its cases not started are reported as not run; ``interrupted``: the run was interrupted
         (Ctrl-C, a stop not the testkit's) - its verdict is ``interrupted``, with how many selected cases ran)."""
@@ -197,7 +198,7 @@ class Run:
         selected = len(self.recording.plan.runnable)
         left = max(0, selected - ran)
         if stopped is not None:
-            not_run = NotRun(left, stopped, needed=False) if decision_of(stopped) else NotRun(
+            not_run = NotRun(left, stopped, needed=False, decision=decision) if decision else NotRun(
                 left, f"the run stopped early ({stopped}); finish it with --resume {self.writer.path}")
         elif interrupted:
             not_run = NotRun(left, f"{ran} of the {selected} selected case(s) ran; finish it with --resume "

@@ -17,14 +17,17 @@ otherwise run every case already queued to them).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, Optional
 
 from ..files import reserve
 from ..settings.table import DEFAULT_STOP_AFTER_ERRORS
 
+#: the verdict a run stopped on once it was decided (--stop-when-decided), or None for any other stop
+Decision = Optional[Literal["red", "green"]]
 
 
 class StopSignal:
@@ -40,19 +43,28 @@ class StopSignal:
             with contextlib.suppress(OSError):
                 reserve(handle.fileno(), 0, 4096)
 
-    def raise_(self, reason: str) -> None:
+    def raise_(self, reason: str, decision: Decision = None) -> None:
+        """Stop the run, saying why; ``decision``: the verdict ``--stop-when-decided`` decided (None: another stop)."""
+        record = json.dumps({"reason": reason[:3000], "decision": decision}, ensure_ascii=False)
         with contextlib.suppress(OSError):
             with open(self.path, "r+b" if self.path.exists() else "wb") as handle:
-                handle.write(reason.encode("utf-8")[:4000])
+                handle.write(record.encode("utf-8")[:4000])
 
-    def reason(self) -> str | None:
-        """Why the run must stop, or None while it may go on (one ``stat`` when it may)."""
+    def read(self) -> tuple[str, Decision] | None:
+        """Why the run must stop and the verdict it decided, if it did; None while it may go on (one ``stat``)."""
         try:
             if os.stat(self.path).st_size == 0:
                 return None
-            return self.path.read_text(encoding="utf-8", errors="replace").strip() or None
-        except OSError:
+            record = json.loads(self.path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
             return None
+        decision = record.get("decision") if record.get("decision") in ("red", "green") else None
+        return (str(record.get("reason") or "stopped"), decision) if isinstance(record, dict) else None
+
+    def reason(self) -> str | None:
+        """Why the run must stop, or None while it may go on."""
+        found = self.read()
+        return found[0] if found is not None else None
 
 
 @dataclass
@@ -87,10 +99,3 @@ class Breaker:
             return self.tripped
         return None
 
-
-def decision_of(reason: str | None) -> str | None:
-    """``red`` / ``green`` when a stop reason is the decision's (``--stop-when-decided``; None: another stop, or
-    none)."""
-    if reason and reason.startswith("decided "):
-        return reason.split()[1]
-    return None

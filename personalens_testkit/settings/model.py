@@ -49,12 +49,12 @@ class RunSettings:
     turn_level_method: str = "chain"
     #: how an unreadable completion verdict counts in the task-completion rate (gating/aggregate.py)
     completion_counting: str = "ours"
+    #: how the user agent and the reference assistant keep a reply their model ran past (prompts/render.REPLY_CUTS)
+    reply_cut: str = "speaker"
     leak_check: bool = False
-    #: report files (None: the run folder's report.json / junit.xml / report.html / summary.md)
-    json_report: Optional[Path] = None
-    junit_report: Optional[Path] = None
-    html_report: Optional[Path] = None
-    summary_md: Optional[Path] = None
+    #: report files by their format's setting (report/outputs.FORMATS: json_report, ...; None or absent: the file of
+    #: its format in the run folder)
+    report_paths: Mapping[str, Optional[Path]] = field(default_factory=dict)
     #: a previous run's report or results to compare with, and the drop it tolerates
     baseline: Optional[Path] = None
     #: None: per metric, the judge's drift measured by --judge-retest (calibration/retest.py)

@@ -17,7 +17,8 @@ from ..errors import UsageError
 #: user (temperature 0.5, 800 tokens) and, in the ablations, the assistant (temperature 0, 800 tokens, the
 #: prompt variant of its family); Claude 3.5 Sonnet v2 judges (temperature 0, 4,000 tokens); 20 turns
 #: single-domain, 30 multi-domain; the 50-profile sample; turn-level personalization by one chain-of-turn
-#: call; an unreadable completion verdict counted as not completed. Sampling and token budgets are the testkit's own defaults, which are the paper's.
+#: call; an unreadable completion verdict counted as not completed; replies kept whole; no time limit on a
+#: scenario. Sampling and token budgets are the testkit's own defaults, which are the paper's.
 PAPER: dict[str, Any] = {
     "user_model": "bedrock:anthropic.claude-3-sonnet-20240229-v1:0",
     "judge_model": "bedrock:us.anthropic.claude-3-5-sonnet-20241022-v2:0",
@@ -25,6 +26,8 @@ PAPER: dict[str, Any] = {
     "sample": "50",
     "turn_level_method": "chain",
     "completion_counting": "paper",
+    "reply_cut": "none",
+    "scenario_timeout_s": 0,  # no time limit: the paper's code has none, so no slow scenario is dropped
 }
 BUILTIN_PRESETS: dict[str, dict[str, Any]] = {"paper": PAPER}
 

@@ -24,6 +24,7 @@ from ..llm.limits import Limits
 from ..llm.registry import check_spec
 from ..llm.retry import RetryPolicy
 from ..replay.modes import check_record_mode
+from ..report.outputs import FORMATS
 from .model import RunSettings
 from .presets import preset_values
 from .project import ProjectConfig, load_project_config
@@ -91,10 +92,8 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         turn_level_method=_choice(values, "turn_level_method"),
-        completion_counting=_choice(values, "completion_counting"),
-        leak_check=bool(values["leak_check"]), json_report=values.path("json_report"),
-        junit_report=values.path("junit_report"), html_report=values.path("html_report"),
-        summary_md=values.path("summary_md"),
+        completion_counting=_choice(values, "completion_counting"), reply_cut=_choice(values, "reply_cut"),
+        leak_check=bool(values["leak_check"]), report_paths={f.setting: values.path(f.setting) for f in FORMATS},
         baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
         baseline_margin=values["baseline_margin"], judge_retest=values["judge_retest"],
         judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),

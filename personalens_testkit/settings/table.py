@@ -17,6 +17,7 @@ from pydantic import StrictFloat, StrictInt
 from ..errors import UsageError
 from ..assistants.reference import PROMPT_VARIANTS
 from ..llm.entries import OPENAI_DEFAULT_URL
+from ..prompts.render import REPLY_CUTS
 from ..report.outputs import FORMATS
 from ..scales import COMPLETION_COUNTINGS
 
@@ -190,6 +191,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("completion_counting", "how the task-completion rate counts a verdict the judge's answer left unreadable: "
             "ours (default: left out, nothing guessed) or paper (not completed, as the paper's code counts it; "
             "--preset paper); the other count is reported beside it", choices=COMPLETION_COUNTINGS, default="ours"),
+    Setting("reply_cut", "how the user agent's and the reference assistant's replies are kept when their model writes on "
+            "past its own message: speaker (default: cut where it starts another speaker's turn) or none (whole, as "
+            "the paper's code keeps them; --preset paper)", choices=REPLY_CUTS, default="speaker"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
     *(Setting(form.setting, f"{form.what} (default: <run folder>/{form.default_name}) {form.also}".strip(), "path",

@@ -32,7 +32,7 @@ def build(name: str, entry: ReferenceEntry, ctx: BuildContext) -> Assistant:
     from ..reference import ReferenceAssistant
 
     return ReferenceAssistant(ctx.model(entry.model, "assistant"), context=entry.switches(), name=name,
-                              variant=reference_variant(entry, ctx.describe))
+                              variant=reference_variant(entry, ctx.describe), reply_cut=ctx.reply_cut)
 
 
 KIND = AssistantKind("reference", ReferenceEntry, build, is_bot=False, order=0)
