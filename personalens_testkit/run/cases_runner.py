@@ -57,7 +57,8 @@ class CaseRunner:
         assistant = self.assistant.build(models)
         self._built.append(assistant)
         return Evaluator(
-            dataset=self.dataset, user_agent=UserAgent(models.chat(s.user_model, "user_agent"), reply_cut=s.reply_cut), assistant=assistant,
+            dataset=self.dataset, assistant=assistant,
+            user_agent=UserAgent(models.chat(s.user_model, "user_agent"), reply_cut=s.reply_cut),
             judge=Judge(models.chat(s.judge_model, "judge"), parallel=models.judge_parallel(),
                         turn_method=s.turn_level_method),
             max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check, retest_share=s.judge_retest,

@@ -49,17 +49,24 @@ class StopSignal:
         with contextlib.suppress(OSError):
             with open(self.path, "r+b" if self.path.exists() else "wb") as handle:
                 handle.write(record.encode("utf-8")[:4000])
+                handle.truncate()  # nothing left of an earlier, longer record
 
     def read(self) -> tuple[str, Decision] | None:
         """Why the run must stop and the verdict it decided, if it did; None while it may go on (one ``stat``)."""
         try:
             if os.stat(self.path).st_size == 0:
                 return None
-            record = json.loads(self.path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
             return None
+        try:
+            record = json.loads(text)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):  # raised, but not readable (cut short): a stop all the same
+            return "the run was told to stop (its stop signal could not be read)", None
         decision = record.get("decision") if record.get("decision") in ("red", "green") else None
-        return (str(record.get("reason") or "stopped"), decision) if isinstance(record, dict) else None
+        return str(record.get("reason") or "the run was told to stop"), decision
 
     def reason(self) -> str | None:
         """Why the run must stop, or None while it may go on."""
