@@ -54,8 +54,10 @@ METRICS: tuple[Metric, ...] = (
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 METRIC_NAMES = tuple(m.name for m in METRICS)
-#: The dimensions the paper's tables report for the assistant (Table 3, Figure 4).
-HEADLINE = (TASK_COMPLETION.name, PERSONALIZATION.name, NATURALNESS_ASSISTANT.name, COHERENCE_ASSISTANT.name)
+#: The dimensions that rate the assistant (its side, or the whole dialogue), as the paper's tables report them
+#: (Table 3, Figure 4): the summaries, the baseline comparison, early stop and the retest read these; the user side
+#: rates the simulated user, not the assistant under test.
+HEADLINE = tuple(m.name for m in METRICS if m.side != "user")
 SHORT = {m.name: m.short for m in METRICS}
 
 #: how an unreadable task-completion verdict counts: ``ours`` leaves it out (nothing is guessed); ``paper`` counts

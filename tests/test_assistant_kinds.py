@@ -194,7 +194,7 @@ def test_misconfigured_assistants_fail_once_before_any_case(pytester, bot_server
 def test_command_paths_are_relative_to_the_entrys_folder_and_bots_are_restarted(tmp_path):
     from personalens_testkit.assistants.base import AssistantInput
     from personalens_testkit.assistants.command_bot import CommandAssistant
-    from personalens_testkit.assistants.entries import CommandEntry
+    from personalens_testkit.assistants.kinds.command import CommandEntry
     from personalens_testkit.errors import ModelError
     from personalens_testkit.llm.base import Message
 

@@ -13,7 +13,7 @@ from botocore.stub import ANY, Stubber
 from personalens_testkit.agents.judge import Judge
 from personalens_testkit.agents.user_agent import UserAgent
 from personalens_testkit.assistants.chat_bot import ChatModelAssistant
-from personalens_testkit.assistants.entries import BedrockEntry
+from personalens_testkit.assistants.kinds.bedrock import BedrockEntry
 from personalens_testkit.data import open_dataset
 from personalens_testkit.errors import ModelError
 from personalens_testkit.evaluation import Evaluator
@@ -119,7 +119,7 @@ def test_a_whole_dialogue_on_bedrock_through_the_real_loop():
     judge, judge_stub = stubbed(CLAUDE_35)
     entry = BedrockEntry(kind="bedrock", model=CLAUDE_3, context=["interactions"], temperature=0.0, max_tokens=300,
                          system_prompt="You are a helpful concierge.")
-    assistant = ChatModelAssistant("bedrock-bot", entry, bot_model)
+    assistant = ChatModelAssistant("bedrock-bot", entry, bot_model, reachable=lambda: None)
 
     user_stub.add_response("converse", text_answer("Could you set my alarm for tomorrow?"))
     user_stub.add_response("converse", text_answer("Perfect, thanks! TERMINATE"))
@@ -204,7 +204,7 @@ def test_one_retry_policy_and_one_count(monkeypatch):
 
 def test_the_read_timeout_is_the_entrys_and_aws_region_alone_is_enough(monkeypatch):
     from personalens_testkit.assistants.kinds.bedrock import build as _chat
-    from personalens_testkit.assistants.registry import BuildContext
+    from personalens_testkit.assistants.build_context import BuildContext
     from personalens_testkit.llm.bedrock import aws_session
 
     monkeypatch.delenv("AWS_DEFAULT_REGION")

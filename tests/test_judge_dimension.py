@@ -2,7 +2,8 @@
 
 The test adds a dimension the way a developer would - a row appended to scales.py's table, here in a fresh
 interpreter that reads that file with the row added - and finds it asked by the judge (its own template, its own
-scale), scored in ``Scores``, given a floor by thresholds.yaml and reported, with no other file touched."""
+scale), scored in ``Scores``, given a floor by thresholds.yaml, and - as a dimension that rates the assistant - read by the
+summaries, the baseline comparison and early stop as the paper's four are, with no other file touched."""
 
 from __future__ import annotations
 
@@ -39,6 +40,12 @@ NEW_DIMENSION = textwrap.dedent('''
     from personalens_testkit.data import open_dataset
     from personalens_testkit.data.context import build_context
     from personalens_testkit.gating.aggregate import summarise
+    from personalens_testkit.gating.compare import compare_rows
+    from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds
+    from personalens_testkit.report.summary import table_header
+    from personalens_testkit.results.rows import ResultRow
+    from personalens_testkit.run.early_stop import EarlyStop
+    from personalens_testkit.scales import HEADLINE
     from personalens_testkit.gating.thresholds import ScenarioFloors, shortfalls
     from personalens_testkit.llm.base import ChatResponse, Message
 
@@ -60,6 +67,14 @@ NEW_DIMENSION = textwrap.dedent('''
 
     dataset = open_dataset()
     scenario = next(s for s in dataset.scenarios_for(7) if s.task.task_id == "SD-Movies-task-1")
+
+    def rows(helpfulness):
+        return [ResultRow(scenario_id=f"user{i}-SD-Movies-task-1", task_kind="sd", domains=["Movies"], status="passed",
+                          scores={"task_completion": True, "personalization": 3, "naturalness_user": 4,
+                                  "naturalness_assistant": 4, "coherence_user": 4, "coherence_assistant": 4,
+                                  "helpfulness_assistant": helpfulness(i)}) for i in range(60)]
+
+    base, worse = rows(lambda i: 6 + i % 2), rows(lambda i: 1 + i % 2)
     model = Model()
     dialogue = [Message("user", "Can you set my alarm?"), Message("assistant", "Sure, for when?")]
     verdict = Judge(model).judge(build_context(dataset, scenario), dialogue, CallLog())
@@ -72,6 +87,14 @@ NEW_DIMENSION = textwrap.dedent('''
         "missed": [s.metric for s in shortfalls(ScenarioFloors(helpfulness_assistant=7),
                                                 {**verdict.scores.model_dump(), "helpfulness_assistant": 6})],
         "met": [s.metric for s in shortfalls(floors, verdict.scores.model_dump())],
+        "headline": list(HEADLINE),
+        "summarised": sorted(summarise(base)["overall"].metrics),
+        "compared": sorted({d.metric for d in compare_rows(base, worse).results}),
+        "dropped": sorted({d.metric for d in compare_rows(base, worse).results if d.significant_drop}),
+        "early_stop": sorted({test.metric for test in EarlyStop.build(load_thresholds(default_thresholds_path()).aggregate,
+                                                                    ["Movies"], enforced=False, repeat=1,
+                                                                    base_rows=base, margin=None).tests}),
+        "summary_header": table_header(),
     }))
 ''')
 
@@ -85,6 +108,13 @@ def test_a_new_dimension_is_its_row_and_its_template():
     assert found["enum"] == [1, 2, 3, 4, 5, 6, 7]  # its own scale, in the schema the judge is given
     assert found["scores"]["helpfulness_assistant"] == 7 and found["reason"] == "very helpful"
     assert found["missed"] == ["helpfulness_assistant"] and found["met"] == []
+    # the assistant's dimension is read wherever the paper's four are: summaries, comparison, early stop
+    assert found["headline"] == ["helpfulness_assistant", "task_completion", "personalization", "naturalness_assistant",
+                                 "coherence_assistant"]
+    assert "helpfulness_assistant" in found["summarised"] and "helpfulness_assistant" in found["compared"]
+    assert found["dropped"] == ["helpfulness_assistant"]  # a drop of 5 levels on 60 scenarios, the others unchanged
+    assert "helpfulness_assistant" in found["early_stop"]
+    assert found["summary_header"].split()[-5:] == ["Help.", "TCR", "P", "Nat.", "Coh."]  # the terminal summary
 
 
 def test_every_dimension_prompt_fills_from_what_the_judge_has():

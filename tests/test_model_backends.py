@@ -98,8 +98,8 @@ ECHO_KIND = textwrap.dedent('''
 
 
     class EchoBot:
-        def __init__(self, name, text):
-            self.name, self.text = name, text
+        def __init__(self, name, entry):
+            self.name, self.text, self.context = name, entry.text, entry.switches()
 
         def reply(self, turn):
             return AssistantReply(self.text)
@@ -111,14 +111,15 @@ ECHO_KIND = textwrap.dedent('''
             pass
 
 
-    KIND = AssistantKind("echo", EchoEntry, lambda name, entry, ctx: EchoBot(name, entry.text), is_bot=True,
+    KIND = AssistantKind("echo", EchoEntry, lambda name, entry, ctx: EchoBot(name, entry), is_bot=True,
                          order=9, scaffold='kind = "echo"\\ntext = "hello"')
 ''')
 
 USE_KIND = textwrap.dedent('''
     import json
     from personalens_testkit.assistants.kinds import ASSISTANT_KINDS, BOT_KINDS, SCAFFOLDS
-    from personalens_testkit.assistants.registry import AssistantCatalogue, BuildContext, build_assistant
+    from personalens_testkit.assistants.build_context import BuildContext
+    from personalens_testkit.assistants.registry import AssistantCatalogue, build_assistant
     from personalens_testkit.settings.project import ProjectConfig
 
     config = ProjectConfig.model_validate({"assistants": {"mine": {"kind": "echo", "text": "hello there"}}})

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from personalens_testkit import textview
 from personalens_testkit.agents import injection, pattern_needs
-from personalens_testkit.agents.injection_patterns import FLAGS, SCORE_LABEL, VERDICT_LABEL
+from personalens_testkit.agents.injection import FLAGS, SCORE_LABEL, VERDICT_LABEL
 from personalens_testkit.agents.pattern_needs import OTHER_LETTER, fold, may_match, needs
 
 CORPORA = Path(__file__).parent / "data" / "injection"

@@ -7,32 +7,31 @@ appended to that system prompt as tagged blocks.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..errors import AssistantSetupError, ContractError, ModelError
 from ..llm.base import ChatModel, ChatRequest, Message
-from ..llm.bedrock import check_aws
 from ..llm.retry import ping
 from .base import AssistantInput, AssistantReply
 from .contract import check_text
-from .kinds.bedrock import BedrockEntry
-from .kinds.openai import OpenAIEntry
+from .entries import ChatEntry
 from .reference import context_blocks
-from .setup_check import check_reachable
 
 
 class ChatModelAssistant:
-    def __init__(self, name: str, entry: OpenAIEntry | BedrockEntry, model: ChatModel) -> None:
+    def __init__(self, name: str, entry: ChatEntry, model: ChatModel, *, reachable: Callable[[], None]) -> None:
         self.name = name
         self.entry = entry
         self.context = entry.switches()
         self.model = model
+        #: raises if the bot's endpoint cannot be reached (AssistantSetupError) or its credentials do not resolve
+        #: (ModelError): each kind says how
+        self.reachable = reachable
 
     def check(self) -> None:
         """The endpoint is reachable (or the AWS credentials resolve), then one minimal real call answers."""
-        if isinstance(self.entry, OpenAIEntry):
-            check_reachable(self.entry.base_url)
         try:
-            if not isinstance(self.entry, OpenAIEntry):
-                check_aws(self.entry.region)
+            self.reachable()
             ping(self.model, "assistant")
         except ModelError as exc:
             raise AssistantSetupError(str(exc)) from None

@@ -33,16 +33,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Optional, Protocol
 
 from .. import timebox, untrusted_json
 from ..errors import ContractError, ModelError
 from ..llm.timeouts import timed_out
-from ..llm.entries import expand_env
+from ..llm.env_refs import expand_env
 from ..untrusted_json import MAX_ANSWER_VALUES
-from .base import AssistantInput, AssistantReply
+from .base import AssistantInput, AssistantReply, ContextSwitches
 from .contract import max_reply_bytes, parse_reply, request_payload
-from .kinds.command import CommandEntry
 from .setup_check import AssistantSetupError
 
 if TYPE_CHECKING:
@@ -53,6 +52,18 @@ _EOF = object()
 _ids = itertools.count(1)
 
 
+class CommandBotEntry(Protocol):
+    """What a command bot is run from: a ``kind = "command"`` entry (:mod:`.kinds.command`)."""
+
+    command: list[str]
+    cwd: Optional[str]
+    env: dict[str, str]
+    timeout_s: float
+    max_reply_chars: int
+
+    def switches(self) -> ContextSwitches: ...
+
+
 @dataclass(frozen=True)
 class _TooLong:
     """A line longer than the limit (its bytes were read and dropped)."""
@@ -61,7 +72,7 @@ class _TooLong:
 
 
 class CommandAssistant:
-    def __init__(self, name: str, entry: CommandEntry, root: Path, *, sandbox: Sandbox | None = None) -> None:
+    def __init__(self, name: str, entry: CommandBotEntry, root: Path, *, sandbox: Sandbox | None = None) -> None:
         self.name = name
         self.entry = entry
         self.sandbox = sandbox

@@ -64,14 +64,6 @@ class Sampling(BaseModel):
     system_prompt: Optional[str] = None
 
 
-def __getattr__(name: str) -> object:
-    """A kind's entry schema by its class name (``HttpEntry``, ...), and ``AssistantEntry`` / ``ASSISTANT_KINDS``:
-    each now lives in its kind's module (:mod:`.kinds`)."""
-    from . import kinds
 
-    if name in ("AssistantEntry", "ASSISTANT_KINDS"):
-        return getattr(kinds, name)
-    found = kinds.entry_classes().get(name)
-    if found is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return found
+class ChatEntry(Entry, Sampling):
+    """What every kind whose bot is a model behind a chat API takes (:mod:`.chat_bot` runs it)."""

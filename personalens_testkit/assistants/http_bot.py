@@ -8,25 +8,35 @@ Content-Type names. ``timeout_s`` bounds a reply as a whole, from connecting to 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from .. import untrusted_json
 from ..errors import ContractError, ModelError
 from ..llm.deadlines import bounded_client, http_failure
-from ..llm.entries import expand_env
+from ..llm.env_refs import expand_env
 from ..llm.openai_compat import RETRYABLE_STATUS
 from ..timebox import deadline
 from ..untrusted_json import MAX_ANSWER_VALUES
-from .base import AssistantInput, AssistantReply
+from .base import AssistantInput, AssistantReply, ContextSwitches
 from .contract import max_reply_bytes, parse_reply, request_payload
-from .kinds.http import HttpEntry
 from .setup_check import check_reachable
 
 
+class HttpBotEntry(Protocol):
+    """What an HTTP bot is called from: a ``kind = "http"`` entry (:mod:`.kinds.http`)."""
+
+    url: str
+    headers: dict[str, str]
+    timeout_s: float
+    max_reply_chars: int
+
+    def switches(self) -> ContextSwitches: ...
+
+
 class HttpAssistant:
-    def __init__(self, name: str, entry: HttpEntry, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, name: str, entry: HttpBotEntry, transport: httpx.BaseTransport | None = None) -> None:
         self.name = name
         self.entry = entry
         self.context = entry.switches()

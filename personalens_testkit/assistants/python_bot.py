@@ -19,14 +19,13 @@ import inspect
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import ContractError, ModelError
 from ..llm.timeouts import timed_out
 from ..timebox import TimeLimit, call_by_deadline
-from .base import AssistantInput, AssistantReply
+from .base import AssistantInput, AssistantReply, ContextSwitches
 from .contract import parse_reply, request_payload
-from .kinds.python import PythonEntry
 from .setup_check import AssistantSetupError
 
 
@@ -50,6 +49,17 @@ def load_callable(target: str, search_path: list[Path]) -> Callable[..., Any]:
     return obj
 
 
+class PythonBotEntry(Protocol):
+    """What a python bot is run from: a ``kind = "python"`` entry (:mod:`.kinds.python`)."""
+
+    callable: str
+    path: list[str]
+    timeout_s: float
+    max_reply_chars: int
+
+    def switches(self) -> ContextSwitches: ...
+
+
 class _Raised:
     """What the bot's callable raised, carried out of its thread as a value (never raised in the run's own)."""
 
@@ -58,7 +68,7 @@ class _Raised:
 
 
 class PythonAssistant:
-    def __init__(self, name: str, entry: PythonEntry, root: Path) -> None:
+    def __init__(self, name: str, entry: PythonBotEntry, root: Path) -> None:
         self.name = name
         self.entry = entry
         self.context = entry.switches()

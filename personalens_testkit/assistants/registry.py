@@ -8,24 +8,15 @@ in :mod:`.kinds`, which imports its adapter only then).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import Mapping
 
 from ..errors import UsageError
-from ..llm.base import ChatModel
-from ..llm.entries import BedrockModel, OpenAIModel
 from .base import Assistant, ContextSwitches
+from .build_context import BuildContext
 from .kinds import KINDS, AssistantEntry
 from .kinds.reference import ReferenceEntry
 
-if TYPE_CHECKING:
-    from .sandbox import Sandbox
-
 BUILTIN = "reference"
-
-#: (model name or spec, role) -> chat model; for models named by an entry: (entry, label) -> chat model
-ModelFactory = Callable[[str, str], ChatModel]
-EntryModelFactory = Callable[[OpenAIModel | BedrockModel, str], ChatModel]
 
 
 @dataclass(frozen=True)
@@ -48,21 +39,6 @@ class AssistantCatalogue:
 
     def where(self, name: str) -> str:
         return self.sources.get(name, "built in")
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    root: Path
-    model: ModelFactory
-    entry_model: EntryModelFactory
-    #: a model spec or [models] name as the model it stands for (its family picks a prompt variant)
-    describe: Callable[[str], str] = str
-    #: a python bot runs in a process of its own (--isolate-bot)
-    isolate: bool = False
-    #: the gate's sandbox: a bot's processes run under its user id and environment (None: as this process)
-    sandbox: Optional["Sandbox"] = None
-    #: how the reference assistant keeps a reply its model ran past (prompts/render.REPLY_CUTS)
-    reply_cut: str = "speaker"
 
 
 def build_assistant(

@@ -10,10 +10,10 @@ each bar for simulated judges: ``python bench/calibration_bars.py``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Mapping, Optional, Protocol
 
-if TYPE_CHECKING:
-    from .report import CalibrationReport
+from ..gating.thresholds import CalibrationBars
+from .metrics import DimensionFigures, InjectionFigures
 
 #: what a figure may fall short of a bar by and still meet it (rounding, not judgement)
 EPS = 1e-9
@@ -26,6 +26,16 @@ AGREEMENT = (("task_completion_kappa", "task_completion", "kappa"),
 SPEARMAN = (("personalization_spearman", "personalization"),
             ("naturalness_spearman", "naturalness_assistant"),
             ("coherence_spearman", "coherence_assistant"))
+
+
+class Figures(Protocol):
+    """What the bars are checked against: a calibration report's figures (:class:`.report.CalibrationReport`)."""
+
+    bars: CalibrationBars
+    dimensions: Mapping[str, DimensionFigures]
+    injection: Mapping[str, InjectionFigures]
+    self_consistency: Optional[float]
+    call_errors: list[str]
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ def _f(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _agreement(report: "CalibrationReport") -> list[Check]:
+def _agreement(report: Figures) -> list[Check]:
     checks = []
     for bar_name, dimension, figure in AGREEMENT:
         found, bar = report.dimensions.get(dimension), getattr(report.bars, bar_name)
@@ -67,7 +77,7 @@ def _agreement(report: "CalibrationReport") -> list[Check]:
     return checks
 
 
-def check_bars(report: "CalibrationReport") -> list[Check]:
+def check_bars(report: Figures) -> list[Check]:
     """Every bar the report can be checked against, passed or missed (a figure it could not produce misses)."""
     bars, dims = report.bars, report.dimensions
     checks = _agreement(report)

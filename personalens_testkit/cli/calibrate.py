@@ -19,7 +19,6 @@ from ..calibration.select import balanced_slice
 from ..data.loader import open_dataset
 from ..errors import UsageError
 from ..gating.thresholds import load_thresholds
-from ..llm.registry import describe
 from ..run.models import ModelPool
 from ..run.state import new_run_id
 from ..settings import resolve_settings
@@ -38,7 +37,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     dataset = open_dataset(settings.data_path)
     run_dir = settings.results_dir / f"calibrate-{new_run_id()}"
     pool = ModelPool(settings, run_dir, live_roles=frozenset({"judge"}), is_controller=True)
-    judge_name = describe(settings.judge_model, settings.models)
+    judge_name = settings.role_models["judge"].label
     try:
         pool.check_credentials(lambda role, spec: f"--judge-model {spec}")
         pool.ping_all(lambda role, spec: f"--judge-model {spec}")

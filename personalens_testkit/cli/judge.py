@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ..agents.judge import Judge
 from ..gating.thresholds import load_thresholds, shortfalls
-from ..llm.registry import describe
 from ..report.model import build_report
 from ..report.outputs import in_folder, write_report_files
 from ..report.summary import format_summary, format_verdict
@@ -35,7 +34,7 @@ def _judge(args: argparse.Namespace) -> int:
     thresholds = load_thresholds(settings.thresholds_path)
     run_id = new_run_id()
     folder = settings.results_dir / f"judge-{run_id}"
-    judge_name = describe(settings.judge_model, settings.models)
+    judge_name = settings.role_models["judge"].label
     info = RunInfo(run_id=run_id, assistant="conversations", assistant_kind="recorded", assistant_context="given",
                    assistant_model=None, user_model="(real users)", judge_model=judge_name, record_mode=None)
     pool = ModelPool(settings, folder, live_roles=frozenset({"judge"}), is_controller=True)

@@ -216,7 +216,7 @@ def _run_in(options: GateOptions, scratch: Path, tree: Path) -> int:
 
 def _check_entry(settings: RunSettings, own: tuple[str, ...]) -> None:
     """The base's bot entry gives the bot (its ``env``) or sends it (``headers``) no model credential."""
-    from ..llm.entries import expand_env
+    from ..llm.env_refs import expand_env
 
     entry = settings.assistants.entries.get(settings.assistant)
     for name in ("env", "headers"):

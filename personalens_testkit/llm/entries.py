@@ -13,20 +13,18 @@ client - is a module of :mod:`personalens_testkit.llm.backends`; this module rea
 
 from __future__ import annotations
 
-import os
-import re
 from typing import Annotated, Union
 
 from pydantic import BaseModel, Field
 
 from ..errors import UsageError
-from .backends import BACKEND_NAMES, BACKENDS
+from .backends import BACKEND_NAMES, BACKENDS, OPENAI_DEFAULT_URL
 from .backends.bedrock import BedrockModel
 from .backends.local import LocalModel
-from .backends.openai import OPENAI_DEFAULT_URL, OpenAIModel
+from .backends.openai import OpenAIModel
 
 __all__ = ["BACKEND_NAMES", "OPENAI_DEFAULT_URL", "BedrockModel", "LocalModel", "ModelEntry", "OpenAIModel",
-           "expand_env", "parse_spec"]
+           "parse_spec"]
 
 #: any backend's entry, told apart by its ``kind``
 ModelEntry = Annotated[Union[tuple(b.entry for b in BACKENDS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
@@ -47,11 +45,3 @@ def parse_spec(spec: str) -> BaseModel:
         raise UsageError(f"model spec {spec!r}: name the model, like {backend.example}")
     return backend.from_spec(rest)
 
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def expand_env(value: str, env: dict[str, str] | None = None) -> str:
-    """``"Bearer ${TOKEN}"`` -> the value with TOKEN read from the environment (missing: empty)."""
-    source = os.environ if env is None else env
-    return _VAR.sub(lambda m: source.get(m.group(1), ""), value)

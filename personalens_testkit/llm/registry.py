@@ -8,31 +8,14 @@ A role's model is given as a spec string (``local``, ``local:FILE.gguf``, ``open
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from dataclasses import dataclass
+from typing import Mapping
 
-from .backends import backend_of
+from .backends import ModelContext, backend_of
 from .backends.local import LocalModel, local_settings
-from .base import AnswerSource, ChatModel
-from .entries import OPENAI_DEFAULT_URL, ModelEntry, parse_spec
+from .base import ChatModel
+from .entries import ModelEntry, parse_spec
 from .local_settings import LocalServerSettings
-
-
-@dataclass(frozen=True)
-class ModelContext:
-    """What backends need from the run: resolved settings and the way to the embedded server."""
-
-    #: Returns the base URL of a healthy embedded server for these settings and role (starting it if needed).
-    local_url_for: Callable[[LocalServerSettings, str], str]
-    local: LocalServerSettings = field(default_factory=LocalServerSettings)
-    openai_base_url: str = OPENAI_DEFAULT_URL
-    openai_api_key_env: str = "OPENAI_API_KEY"
-    named: Mapping[str, ModelEntry] = field(default_factory=dict)
-    local_timeout_s: float = 900.0
-    #: roles whose calls only replay from cassettes: no server, no credentials needed
-    replay_only_roles: frozenset[str] = frozenset()
-    #: where OpenAI-compatible clients find a replayed call's answer first (the run's cassettes), if any
-    recorded_answer: AnswerSource | None = None
 
 
 def resolve(name_or_spec: str, named: Mapping[str, ModelEntry]) -> ModelEntry:
@@ -45,6 +28,34 @@ def describe(name_or_spec: str, named: Mapping[str, ModelEntry]) -> str:
     """How a model is reported: the spec, or ``name (spec)`` for a configured model."""
     entry = named.get(name_or_spec)
     return f"{name_or_spec} ({entry.spec()})" if entry is not None else name_or_spec
+
+
+@dataclass(frozen=True)
+class RoleModel:
+    """A role's model resolved once, for the whole run: as the settings name it (a spec or a ``[models]`` name), the
+    entry it stands for and how reports name it. The run carries these; nothing parses a spec again."""
+
+    role: str
+    #: as the settings give it: a spec string or the name of a [models] entry
+    named: str
+    entry: ModelEntry
+    #: how it is reported: the spec, or ``name (spec)`` for a configured model
+    label: str
+
+    @property
+    def spec(self) -> str:
+        return self.entry.spec()
+
+    def local(self, base: LocalServerSettings) -> LocalServerSettings | None:
+        """The embedded-server settings it runs on, or None for remote backends."""
+        return local_settings(self.entry, base) if isinstance(self.entry, LocalModel) else None
+
+
+def resolve_role(role: str, name_or_spec: str, named: Mapping[str, ModelEntry]) -> RoleModel:
+    """A role's model, resolved: its entry parsed and its label made, once."""
+    entry = resolve(name_or_spec, named)
+    label = f"{name_or_spec} ({entry.spec()})" if name_or_spec in named else name_or_spec
+    return RoleModel(role, name_or_spec, entry, label)
 
 
 def check_spec(name_or_spec: str, named: Mapping[str, ModelEntry] | None = None) -> str:
@@ -62,8 +73,8 @@ def local_settings_for(name_or_spec: str, base: LocalServerSettings,
 
 def create_model(name_or_spec: str, ctx: ModelContext, role: str) -> ChatModel:
     """The chat model a name or spec stands for, for one role (``user_agent``, ``assistant`` or ``judge``)."""
-    entry = resolve(name_or_spec, ctx.named)
-    return create_entry_model(entry, describe(name_or_spec, ctx.named), ctx, role)
+    model = resolve_role(role, name_or_spec, ctx.named)
+    return create_entry_model(model.entry, model.label, ctx, role)
 
 
 def create_entry_model(entry: ModelEntry, label: str, ctx: ModelContext, role: str) -> ChatModel:

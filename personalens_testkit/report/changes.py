@@ -4,7 +4,7 @@ A scenario changed when the bot's reply differs from the recording (the first di
 old and the new reply, is on its row), when its scores differ from the baseline's (``--baseline``), or when
 its verdict is a regression or an unexpected pass. For each: the base's and the candidate's scores, the
 first differing turn, and how many calls of each role replayed from the cassette and how many ran live.
-The job summary (:mod:`.markdown`) and the HTML (:mod:`.html_changes`) render them.
+The job summary (:mod:`.markdown`) and the HTML report (:mod:`.html`) render them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 JavaScript for filtering, also from the address: ``report.html#domain=Movies&verdict=failed``;
 no network fetch of any kind) built from a run report.
 
-Sections: the verdict, the scenarios that changed and the run's checks (:mod:`.html_changes`), the
+Sections: the verdict, the scenarios that changed and the run's checks (each gate once, as one table), the
 baseline comparison, the paper's Table 3 with confidence intervals, per-domain bars with intervals
 (Figure 4), score distributions, the turn-level personalization curve (Figure 5, when
 judged with ``--turn-level``), gates, the call ledger, and every dialogue with its scores
@@ -24,8 +24,7 @@ from ..gating.aggregate import GROUP_TITLES, HEADLINE, SHORT
 from ..gating.stats import Estimate
 from ..results.rows import ResultRow
 from ..scales import METRIC_BY_NAME, METRICS
-from .html_sections import estimate_signed, retest_html, role_cost_html
-from .html_changes import changes_html, checks_html, verdict_html
+from .changes import ScenarioChange, check_detail, describe_split, score_pair
 from .model import RunReport, TurnPoint
 from .summary import unreadable_lines
 
@@ -296,3 +295,97 @@ def _json_for_script(report: RunReport) -> str:
     re-open: ``<``, ``>`` and ``&`` escaped."""
     text = report.model_dump_json(exclude={"rows": True, "ledger": {"per_scenario"}})
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+# -- the top of the page: the verdict, the scenarios that changed, the checks -----------------------------
+# Every text from a row is escaped: a bot's reply is shown, never interpreted.
+
+#: the most changed scenarios listed (the rest are counted; every dialogue is further down)
+MAX_LISTED = 50
+
+
+
+def verdict_html(report: RunReport) -> str:
+    """The run's verdict, as the exit code and JUnit give it: its headline (with the first reason), the counts,
+    and every reason when there are several."""
+    v = report.verdict
+    reasons = v.failures + [r for r in v.undecided if r not in v.failures]
+    failures = "".join(f"<li class='fail'>{escape(f)}</li>" for f in reasons) if len(reasons) > 1 else ""
+    return (f"<div class='verdict {'ok' if v.outcome == 'passed' else 'bad'}' id='verdict'><b>Verdict: "
+            f"{escape(v.headline)}</b><br><span class='muted'>{escape(v.label)} ({escape(v.counts)})</span>"
+            + (f"<ul>{failures}</ul>" if failures else "") + "</div>")
+
+
+def checks_html(report: RunReport) -> str:
+    """Every run-level check (the gates, infrastructure errors, changed replies, the baseline) once, as a table."""
+    checks = report.verdict.checks
+    if not checks:
+        return "<h2>Gates and checks</h2><p class='muted'>no aggregate gates set</p>"
+    note = "" if report.gates_enforced else (" <span class='muted'>(gates reported, not enforced: nothing under test "
+                                             "ran live)</span>")
+    rows = "".join(f"<tr class='{ {'failed': 'fail', 'passed': 'pass'}.get(c.outcome, 'muted') }'>"
+                   f"<td>{escape(c.name)}</td><td>{escape(c.outcome)}</td><td>{escape(check_detail(c))}</td></tr>"
+                   for c in checks)
+    return (f"<h2>Gates and checks{note}</h2><table class='checks'><tr><th>check</th><th>outcome</th>"
+            f"<th>detail</th></tr>{rows}</table>")
+
+
+def changes_html(report: RunReport) -> str:
+    changes = report.changes
+    if not changes:
+        return ("<h2>Scenarios that changed</h2><p class='muted'>None: every bot reply matched the recording, and no "
+                "score or verdict changed.</p>")
+    heads = "".join(f"<th>{escape(SHORT[m])}</th>" for m in HEADLINE)
+    rows = "".join(_change(c) for c in changes[:MAX_LISTED])
+    more = (f"<p class='muted'>and {len(changes) - MAX_LISTED} more: see their dialogues below (verdict filter)</p>"
+            if len(changes) > MAX_LISTED else "")
+    return (f"<h2>Scenarios that changed ({len(changes)})</h2><p class='muted'>scores base -&gt; candidate where a "
+            "baseline was given; the first turn where the bot's reply differs from the recording, with the recorded "
+            "(old) and the new reply; the calls of each role replayed from the cassette or called live</p>"
+            f"<table class='changes'><tr><th>scenario</th><th>verdict</th>{heads}<th>first differing turn</th>"
+            f"<th>calls</th></tr>{rows}</table>{more}")
+
+
+def _change(c: ScenarioChange) -> str:
+    scores = "".join(f"<td class='score'>{escape(score_pair(c, m))}</td>" for m in HEADLINE)
+    change = c.reply_change
+    turn = "-" if change is None else (
+        f"turn {change.turn}<div class='muted'>recorded (old)</div><div class='reply old'>{escape(change.recorded)}</div>"
+        f"<div class='muted'>new</div><div class='reply new'>{escape(change.reply)}</div>")
+    return (f"<tr class='change'><td><b>{escape(c.case_id)}</b><br><span class='muted'>{escape('; '.join(c.why))}"
+            f"</span></td><td>{escape(c.verdict)}</td>{scores}<td>{turn}</td>"
+            f"<td>{escape(describe_split(c.calls))}</td></tr>")
+
+
+# -- beside the scores: what each role cost, the judge's test-retest agreement ---------------------------
+
+def estimate_signed(e: Estimate) -> str:
+    """A difference with its interval, signed."""
+    ci = f" <span class='muted'>[{e.low:+.3f}, {e.high:+.3f}]</span>" if e.low is not None and e.high is not None else ""
+    return f"{e.mean:+.3f}{ci}"
+
+
+def role_cost_html(cost: object) -> str:
+    """A role's spend, or why it is unknown (as a tooltip)."""
+    if cost is None:
+        return ""
+    spent, reason = getattr(cost, "spent"), getattr(cost, "reason")
+    if spent is not None:
+        return escape(format_cost(spent))
+    return f"<span title='{escape(reason)}'>cost unknown</span>"
+
+
+def retest_html(report: RunReport) -> str:
+    """The judge's test-retest agreement, per dimension."""
+    r = report.judge_retest
+    if r is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(d.dimension.replace('_', ' '))}</td><td>{d.n}</td><td>{d.exact_agreement:.0%}</td>"
+        f"<td>{'' if d.kappa is None else f'{d.kappa:.2f}'}"
+        f"{'' if d.kappa_low is None else f' [{d.kappa_low:.2f}, {d.kappa_high:.2f}]'}</td>"
+        f"<td>{estimate_signed(d.shift)}</td></tr>" for d in r.dimensions if d.n)
+    failed = f"; {r.failed} re-judgement(s) failed" if r.failed else ""
+    return (f"<h2>Judge test-retest</h2><p class='muted'>{r.retested} dialogue(s) judged a second time{failed}; the "
+            f"second judgement counts in no score.</p><table><tr><th>dimension</th><th>n</th><th>agree</th>"
+            f"<th>kappa / QWK [{r.confidence:.0%} CI]</th><th>shift (second - first)</th></tr>{rows}</table>")

@@ -35,9 +35,14 @@ def _table_row(title: str, group: GroupSummary) -> str:
     return f"{title:16} {group.scored:>5} {group.assistant_errors:>7} {group.infrastructure_errors:>5}  {cells}"
 
 
+def table_header() -> str:
+    """The head of the summary's tables: the counts, then a column per dimension that rates the assistant."""
+    return f"{'':16} {'n':>5} {'bot err':>7} {'infra':>5}  " + "  ".join(f"{SHORT[m]:>17}" for m in HEADLINE)
+
+
 def format_summary(report: RunReport) -> list[str]:
     """The terminal summary, line by line."""
-    header = f"{'':16} {'n':>5} {'bot err':>7} {'infra':>5}  " + "  ".join(f"{SHORT[m]:>17}" for m in HEADLINE)
+    header = table_header()
     lines = [f"PersonaLens summary (assistant side; mean over scenarios [{report.confidence:.0%} CI]; n: scored cases)",
              "TCR counts your bot's errors as failures; the user agent's, judge's and setup's errors (infra) are "
              "counted apart, never scored", header]

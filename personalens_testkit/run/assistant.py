@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..assistants.base import Assistant, ContextSwitches
+from ..assistants.build_context import BuildContext
 from ..assistants.kinds import BOT_KINDS, AssistantEntry
 from ..assistants.kinds.reference import ReferenceEntry, reference_variant
 from ..assistants.recorded import RecordedBot
-from ..assistants.registry import BuildContext, build_assistant, builtin_entry
+from ..assistants.registry import build_assistant, builtin_entry
 from ..errors import PersonalensError, UsageError
 from ..llm.registry import describe
 from ..settings import RunSettings
@@ -60,8 +61,8 @@ class AssistantUnderTest:
     @property
     def model(self) -> str | None:
         """The model the assistant runs on, as reported (None for a bot: its own business)."""
-        spec = self.settings.model_specs().get("assistant")
-        return describe(spec, self.settings.models) if spec else None
+        model = self.settings.role_models.get("assistant")
+        return model.label if model is not None else None
 
     @property
     def prompt_variant(self) -> str | None:

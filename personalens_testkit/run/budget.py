@@ -22,10 +22,14 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from ..costs.prices import PriceTable
 from ..costs.spend import call_cost, format_cost
+
+if TYPE_CHECKING:
+    from ..costs.estimate import RunEstimate
+    from ..settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -190,3 +194,17 @@ def _key(case: str) -> str:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def run_budget(settings: RunSettings, run_dir: Path, *, bot: bool, estimate: Callable[[], RunEstimate]) -> Budget:
+    """A run's budget (--max-cost): its ledger in the run folder, shared by every process; a case's expected spend
+    from the run's estimate, worked out by the first process that reserves a case."""
+    from ..costs.prices import load_prices
+
+    def expected() -> float:
+        figures = estimate()
+        return figures.known_cost[1] / max(1, figures.live_cases[1])
+
+    specs = {role: (None if role == "assistant" and bot else model.spec) for role, model in settings.role_models.items()}
+    return Budget(limit=float(settings.max_cost or 0), prices=load_prices(settings.prices), specs=specs,
+                  path=run_dir / ".budget", expected=expected)

@@ -13,7 +13,6 @@ from .stop import Breaker, Decision
 
 if TYPE_CHECKING:  # --max-cost and --stop-when-decided load their machinery when a run asks for them
     from ..evaluation import Evaluation
-    from .budget import Budget
     from .early_stop import EarlyStop
 
 
@@ -107,25 +106,6 @@ class RunController:
         self.stopped, self.decision = reason, decision
         self.run.stop_signal.raise_(reason, decision)
         return reason
-
-
-def make_budget(run: Run) -> Budget:
-    """The run's budget: its ledger in the run folder, shared by every process; a case's expected spend from the
-    estimate, worked out by the first process that reserves a case."""
-    from ..costs.prices import load_prices
-    from .budget import Budget
-    from .cost_estimate import of_run, priced_spec
-
-    s = run.settings
-
-    def expected() -> float:
-        estimate = of_run(run)
-        return estimate.known_cost[1] / max(1, estimate.live_cases[1])
-
-    specs = {role: (None if role == "assistant" and run.assistant.is_bot else priced_spec(s, spec))
-             for role, spec in s.model_specs().items()}
-    return Budget(limit=float(s.max_cost or 0), prices=load_prices(s.prices), specs=specs,
-                  path=run.run_dir / ".budget", expected=expected)
 
 
 def make_early_stop(run: Run) -> EarlyStop:

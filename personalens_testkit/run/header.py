@@ -14,7 +14,7 @@ from ..data.models import case_id
 from ..errors import UsageError
 from ..gating.expectations import location
 from ..llm.registry import describe
-from .cost_estimate import of_run, run_estimate
+from .cost_estimate import run_estimate
 from .state import Run
 
 
@@ -23,7 +23,7 @@ def check_calibration(run: Run) -> None:
     whose gates count (anything under test live) needs a passing one."""
     s = run.settings
     report = run.calibration
-    judge = describe(s.judge_model, s.models)
+    judge = s.role_models["judge"].label
     if report is not None and report.judge_model != judge:
         raise UsageError(f"--judge-calibration {s.judge_calibration}: it calibrates {report.judge_model}, but this run's "
                          f"judge is {judge}: run `personalens calibrate --judge-model {s.judge_model}`")
@@ -107,7 +107,7 @@ def cost_lines(run: Run) -> list[str]:
     s = run.settings
     if not _shows_estimate(run):
         return []
-    estimate = of_run(run)
+    estimate = run.estimate
     lines = format_estimate(estimate)
     if s.max_cost is not None:
         unknown = [r for r in estimate.roles if r.cost is None and not (r.role == "assistant" and run.assistant.is_bot)]

@@ -19,7 +19,7 @@ from ..llm.local_settings import LocalServerSettings, check_installed
 from ..llm.backends import backend_of
 from ..llm.entries import BedrockModel, OpenAIModel
 from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
-from ..llm.registry import ModelContext, create_entry_model, create_model, describe, local_settings_for, resolve
+from ..llm.registry import ModelContext, create_entry_model, resolve_role
 from ..llm.retry import ping
 from ..replay.router import recorded_answer
 from ..settings import RunSettings
@@ -51,8 +51,8 @@ class ModelPool:
         """(role, settings) of every live embedded server this run's model specs need."""
         s = self.settings
         found = []
-        for role, spec in s.model_specs().items():
-            local = local_settings_for(spec, s.local, s.models)
+        for role, model in s.role_models.items():
+            local = model.local(s.local)
             if local is not None and role in self.live_roles and not (s.local_url and local.model_path is None):
                 found.append((role, local))
         return found
@@ -95,8 +95,7 @@ class ModelPool:
     def uses_embedded(self) -> bool:
         """Whether a live call may reach an embedded server (then scenarios take turns on them)."""
         s = self.settings
-        return any(local_settings_for(spec, s.local, s.models)
-                   for role, spec in s.model_specs().items() if role in self.live_roles)
+        return any(model.local(s.local) for role, model in s.role_models.items() if role in self.live_roles)
 
     # -- clients ----------------------------------------------------------------------------
     def context(self) -> ModelContext:
@@ -106,7 +105,10 @@ class ModelPool:
     def chat(self, spec: str, role: str, *, owned: bool = True) -> ChatModel:
         """The chat model a spec or [models] name stands for, for a role, behind the run's limits. An owned
         model is closed with the pool; one given to an assistant is closed by it."""
-        model = self.limited(create_model(spec, self.context(), role))
+        resolved = self.settings.role_models.get(role)
+        if resolved is None or resolved.named != spec:  # not the role's own model (a calibration's judge, say)
+            resolved = resolve_role(role, spec, self.settings.models)
+        model = self.limited(create_entry_model(resolved.entry, resolved.label, self.context(), role))
         if owned:
             self._closing.append(model)
         return model
@@ -125,7 +127,7 @@ class ModelPool:
         """A live remote judge takes a dialogue's six calls at once; an embedded one (one request at a
         time, the six sharing a cached prefix) and a replayed one take them in turn."""
         s = self.settings
-        embedded = local_settings_for(s.judge_model, s.local, s.models) is not None
+        embedded = s.role_models["judge"].local(s.local) is not None
         return 6 if "judge" in self.live_roles and not embedded else 1
 
     # -- before any case ----------------------------------------------------------------------
@@ -137,27 +139,26 @@ class ModelPool:
             try:
                 check_installed(local.model_path)
             except PersonalensError as exc:
-                raise UsageError(f"{label(role, s.model_specs()[role])}: {exc}") from None
-        for role, spec in s.model_specs().items():
-            model = resolve(spec, s.models)
-            check = backend_of(model).check
+                raise UsageError(f"{label(role, s.role_models[role].named)}: {exc}") from None
+        for role, model in s.role_models.items():
+            check = backend_of(model.entry).check
             if check is not None and role in self.live_roles:
                 try:
-                    check(model)
+                    check(model.entry)
                 except PersonalensError as exc:
-                    raise UsageError(f"{label(role, spec)}: {exc}") from None
+                    raise UsageError(f"{label(role, model.named)}: {exc}") from None
 
     def ping_all(self, label: Any) -> None:
         """One minimal real call to each live remote model of the run (once per distinct model), within the
         preflight's own limits (:func:`~personalens_testkit.llm.retry.ping`), not the run's retries."""
         s = self.settings
         pinged: set[str] = set()
-        for role, spec in s.model_specs().items():
-            if role not in self.live_roles or backend_of(resolve(spec, s.models)).embedded:
+        for role, resolved in s.role_models.items():
+            if role not in self.live_roles or backend_of(resolved.entry).embedded:
                 continue
-            model = create_model(spec, self.context(), role)
+            model = create_entry_model(resolved.entry, resolved.label, self.context(), role)
             try:
-                where = f"{describe(spec, s.models)} at {endpoint_of(model)}"
+                where = f"{resolved.label} at {endpoint_of(model)}"
                 if where not in pinged:
                     pinged.add(where)
                     from ..agents.calls import CallRecord  # the dialogue machinery: loaded when a run pings
@@ -169,7 +170,7 @@ class ModelPool:
                         prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                         cache_read_tokens=answer.cache_read_tokens, cache_write_tokens=answer.cache_write_tokens))
             except PersonalensError as exc:
-                raise UsageError(f"{role.replace('_', ' ')} model, {label(role, spec)}: {exc}") from None
+                raise UsageError(f"{role.replace('_', ' ')} model, {label(role, resolved.named)}: {exc}") from None
             finally:
                 model.close()
 

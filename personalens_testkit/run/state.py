@@ -4,6 +4,7 @@ process: the controlling process writes the results and decides; xdist workers o
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 import shutil
 import time
@@ -16,7 +17,6 @@ from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
 from ..gating.expectations import PASS, Expectation, Expectations, load_expectations, location, row_judged_now
 from ..gating.thresholds import Thresholds, load_thresholds
-from ..llm.registry import describe, resolve
 from ..results.files import ResultsWriter
 from ..results.identity import RunIdentity, digest, kept_value
 from ..results.rows import RunInfo
@@ -29,6 +29,7 @@ from .recording import Recording
 from .stop import Decision, StopSignal
 
 if TYPE_CHECKING:
+    from ..costs.estimate import RunEstimate
     from ..calibration.report import CalibrationReport
     from .finish import RunOutcome
     from .cases_runner import CaseRunner
@@ -41,19 +42,19 @@ def new_run_id() -> str:
 def run_identity(settings: RunSettings, assistant: AssistantUnderTest, dataset: Dataset,
                  thresholds: Thresholds) -> RunIdentity:
     """What produces a run's rows: the one thing a --resume file's rows must share with it."""
-    s, spec = settings, settings.model_specs().get("assistant")
+    s, roles = settings, settings.role_models
     floors = thresholds.scenario.model_dump()
     entry = s.assistants.entries.get(s.assistant)  # None: the built-in reference assistant
     return RunIdentity(
         assistant=s.assistant, assistant_kind=assistant.kind,
-        assistant_model=resolve(spec, s.models).spec() if spec else None, assistant_prompt=assistant.prompt_variant,
-        assistant_context=assistant.context.label, user_model=resolve(s.user_model, s.models).spec(),
-        judge_model=resolve(s.judge_model, s.models).spec(), data=dataset.identity,
+        assistant_model=roles["assistant"].spec if "assistant" in roles else None,
+        assistant_prompt=assistant.prompt_variant, assistant_context=assistant.context.label,
+        user_model=roles["user_agent"].spec, judge_model=roles["judge"].spec, data=dataset.identity,
         floors=", ".join(name if value is True else f"{name}>={value}" for name, value in floors.items()
                          if value not in (None, False)) or "none",
         testkit=__version__,
         settings={name: kept_value(value) for name, value in s.resolved.items() if name not in NOT_IN_IDENTITY},
-        endpoints={role: _endpoint(resolve(model, s.models), s) for role, model in sorted(s.model_specs().items())},
+        endpoints={role: _endpoint(roles[role].entry, s) for role in sorted(roles)},
         assistant_entry=digest(entry.model_dump(mode="json")) if entry is not None else "",
     )
 
@@ -103,10 +104,19 @@ class Run:
         runner = CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant,
                             self.recording)
         if self.settings.max_cost is not None:  # --max-cost: every process reserves and settles in one ledger
-            from .controller import make_budget
+            from .budget import run_budget
 
-            runner.budget = make_budget(self)
+            runner.budget = run_budget(self.settings, self.run_dir, bot=self.assistant.is_bot,
+                                       estimate=lambda: self.estimate)
         return runner
+
+    @cached_property
+    def estimate(self) -> RunEstimate:
+        """What the cases this run executes will cost (no model called): worked out once, for the header and the
+        budget."""
+        from .cost_estimate import run_estimate
+
+        return run_estimate(self.settings, self.cases.dataset, self.recording.plan.runnable)
 
     @cached_property
     def thresholds(self) -> Thresholds:
@@ -145,22 +155,15 @@ class Run:
         """
         if not reach:
             return
-        self.models.check_credentials(self._role_label)
+        label = functools.partial(role_label, self.settings, self.assistant)
+        self.models.check_credentials(label)
         self.assistant.check(self.models, reach=reach)
-        self.models.ping_all(self._role_label)
+        self.models.ping_all(label)
         if self.settings.max_cost is not None and self.models.preflight:  # billed: in the budget's spend too
             try:
                 self.runner.budget.spend_outside(self.models.preflight)  # type: ignore[union-attr]
             except OSError as exc:
                 raise UsageError(f"--max-cost: the budget's ledger in {self.run_dir} cannot be written ({exc})") from None
-
-    def _role_label(self, role: str, spec: str) -> str:
-        """Where a role's model was chosen: the option, the model entry, or the assistant entry."""
-        s = self.settings
-        if role == "assistant" and self.assistant.entry is not None:
-            return self.assistant.label
-        flag = SETTING[MODEL_SETTING[role]].option
-        return f"{flag} {spec}" + (f" ({s.model_sources[spec]})" if spec in s.model_sources else "")
 
     def carry_resumed_rows(self) -> int:
         """Controller, before any case: the resumed rows open this run's results, so it holds the whole run - each
@@ -178,7 +181,7 @@ class Run:
             run_id=self.run_id, assistant=s.assistant, assistant_kind=self.assistant.kind,
             assistant_context=self.assistant.context.label, assistant_model=self.assistant.model,
             assistant_prompt=self.assistant.prompt_variant,
-            user_model=describe(s.user_model, s.models), judge_model=describe(s.judge_model, s.models),
+            user_model=s.role_models["user_agent"].label, judge_model=s.role_models["judge"].label,
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 
@@ -227,3 +230,10 @@ class Run:
             with contextlib.suppress(OSError):
                 self.run_dir.parent.rmdir()  # only if no other run is in it
 
+
+def role_label(settings: RunSettings, assistant: AssistantUnderTest, role: str, spec: str) -> str:
+    """Where a role's model was chosen: the option, the model entry, or the assistant entry."""
+    if role == "assistant" and assistant.entry is not None:
+        return assistant.label
+    flag = SETTING[MODEL_SETTING[role]].option
+    return f"{flag} {spec}" + (f" ({settings.model_sources[spec]})" if spec in settings.model_sources else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
@@ -14,7 +15,7 @@ from ..gating.thresholds import default_thresholds_path
 from ..llm.local_settings import LocalServerSettings
 from ..llm.entries import OPENAI_DEFAULT_URL, ModelEntry
 from ..llm.limits import Limits
-from ..llm.registry import ModelContext
+from ..llm.registry import ModelContext, RoleModel, resolve_role
 from ..llm.retry import RetryPolicy
 from .table import DEFAULT_SCENARIO_TIMEOUT_S, DEFAULT_STOP_AFTER_ERRORS, SETTING
 
@@ -113,6 +114,11 @@ class RunSettings:
         elif isinstance(entry, ReferenceEntry):
             specs["assistant"] = entry.model
         return specs
+
+    @cached_property
+    def role_models(self) -> dict[str, RoleModel]:
+        """Each role's model of :meth:`model_specs`, resolved once for the run (its entry, its spec, its label)."""
+        return {role: resolve_role(role, spec, self.models) for role, spec in self.model_specs().items()}
 
     def endpoint_addresses(self) -> dict[str, str]:
         """Every address the run may call, by the setting that gives it: the OpenAI endpoint, the local server's, and

@@ -25,12 +25,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
+from personalens_testkit.scales import METRICS
+
 
 @dataclass
 class Script:
+    #: the judge's score for every dimension of scales.METRICS: a verdict true, a rating one below the top of its
+    #: scale, but for these
     scores: dict[str, Any] = field(default_factory=lambda: {
-        "task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 4,
-        "coherence_user": 5, "coherence_assistant": 4,
+        **{m.name: True if m.kind == "bool" else m.high - 1 for m in METRICS},
+        "personalization": 3, "coherence_user": 5,
     })
     #: TERMINATE on the n-th follow-up (1-based); None: never
     terminate_after: int | None = 2

@@ -17,7 +17,7 @@ from ...discovery import discover
 
 if TYPE_CHECKING:
     from ..base import Assistant
-    from ..registry import BuildContext
+    from ..build_context import BuildContext
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class AssistantKind:
 
 
 #: every kind, by name, in listing order
-KINDS: dict[str, AssistantKind] = discover(__name__, __path__, "KIND", AssistantKind, lambda k: (k.order, k.name))
+KINDS: dict[str, AssistantKind] = discover(__name__, __path__, "KIND", AssistantKind, lambda k: (k.order, k.name),
+                                           group="personalens_testkit.assistant_kinds")
 #: the kinds' names, in listing order
 ASSISTANT_KINDS: tuple[str, ...] = tuple(KINDS)
 #: any kind's entry, told apart by its ``kind``

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from ..entries import Entry, Sampling
+from ..entries import ChatEntry
 from . import AssistantKind
 
 if TYPE_CHECKING:
     from ..base import Assistant
-    from ..registry import BuildContext
+    from ..build_context import BuildContext
 
 
-class OpenAIEntry(Entry, Sampling):
+class OpenAIEntry(ChatEntry):
     """A model behind an OpenAI-compatible chat-completions endpoint is the bot."""
 
     kind: Literal["openai"]
@@ -29,10 +30,12 @@ class OpenAIEntry(Entry, Sampling):
 def build(name: str, entry: OpenAIEntry, ctx: BuildContext) -> Assistant:
     from ...llm.entries import OpenAIModel
     from ..chat_bot import ChatModelAssistant
+    from ..setup_check import check_reachable
 
     backend = OpenAIModel(model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
                           headers=entry.headers, timeout_s=entry.timeout_s, json_dialect="none")
-    return ChatModelAssistant(name, entry, ctx.entry_model(backend, name))
+    return ChatModelAssistant(name, entry, ctx.entry_model(backend, name),
+                              reachable=functools.partial(check_reachable, entry.base_url))
 
 
 KIND = AssistantKind(

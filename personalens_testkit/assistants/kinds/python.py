@@ -12,7 +12,7 @@ from .command import CommandEntry
 
 if TYPE_CHECKING:
     from ..base import Assistant
-    from ..registry import BuildContext
+    from ..build_context import BuildContext
 
 
 class PythonEntry(Entry):

@@ -9,7 +9,7 @@ from . import AssistantKind
 
 if TYPE_CHECKING:
     from ..base import Assistant
-    from ..registry import BuildContext
+    from ..build_context import BuildContext
 
 
 class ReferenceEntry(Entry):

@@ -11,22 +11,43 @@ run checks before a live role's first call, how a price table prices its model i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from ...discovery import discover
+from ..local_settings import LocalServerSettings
 
 if TYPE_CHECKING:
-    from ..base import ChatModel
-    from ..registry import ModelContext
+    from ..base import AnswerSource, ChatModel
+
+#: where ``openai:`` specs go unless a setting (``openai_base_url``, ``OPENAI_BASE_URL``) says otherwise
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 
 class BackendEntry(BaseModel):
     """A backend's entry: validated strictly, never changed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """What backends need from the run: resolved settings and the way to the embedded server."""
+
+    #: Returns the base URL of a healthy embedded server for these settings and role (starting it if needed).
+    local_url_for: Callable[[LocalServerSettings, str], str]
+    local: LocalServerSettings = field(default_factory=LocalServerSettings)
+    openai_base_url: str = OPENAI_DEFAULT_URL
+    openai_api_key_env: str = "OPENAI_API_KEY"
+    named: Mapping[str, BackendEntry] = field(default_factory=dict)
+    local_timeout_s: float = 900.0
+    #: roles whose calls only replay from cassettes: no server, no credentials needed
+    replay_only_roles: frozenset[str] = frozenset()
+    #: where OpenAI-compatible clients find a replayed call's answer first (the run's cassettes), if any
+    recorded_answer: AnswerSource | None = None
+
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,8 @@ class ModelBackend:
 
 
 #: every backend, by name, in listing order
-BACKENDS: dict[str, ModelBackend] = discover(__name__, __path__, "BACKEND", ModelBackend, lambda b: (b.order, b.name))
+BACKENDS: dict[str, ModelBackend] = discover(__name__, __path__, "BACKEND", ModelBackend, lambda b: (b.order, b.name),
+                                            group="personalens_testkit.model_backends")
 #: the backends' names, in listing order
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 

@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from . import BackendEntry, GateModels, ModelBackend
+from . import BackendEntry, GateModels, ModelBackend, ModelContext
 
 if TYPE_CHECKING:
     from ..base import ChatModel
-    from ..registry import ModelContext
 
 #: the geographic prefixes of Bedrock's cross-region inference profiles
 PROFILE_PREFIXES = ("us.", "us-gov.", "eu.", "apac.", "jp.", "au.", "ca.", "global.")

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
 from ..local_settings import DEFAULT_LOCAL_CAPS, LOCAL_STRING_CHARS, LocalServerSettings
-from . import BackendEntry, GateModels, ModelBackend
+from . import BackendEntry, GateModels, ModelBackend, ModelContext
 
 if TYPE_CHECKING:
     from ..base import ChatModel
-    from ..registry import ModelContext
 
 
 class LocalModel(BackendEntry):

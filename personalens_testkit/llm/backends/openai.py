@@ -9,14 +9,11 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field
 
-from . import BackendEntry, GateModels, ModelBackend
+from . import BackendEntry, GateModels, ModelBackend, ModelContext
 
 if TYPE_CHECKING:
     from ..base import ChatModel
-    from ..registry import ModelContext
 
-#: where ``openai:`` specs go unless a setting (``openai_base_url``, ``OPENAI_BASE_URL``) says otherwise
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 #: a dated snapshot's suffix (``gpt-4o-2024-08-06``): priced as its model when the table has no row for it
 SNAPSHOT_DATE = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
@@ -38,7 +35,7 @@ class OpenAIModel(BackendEntry):
 
 
 def build(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> ChatModel:
-    from ..entries import expand_env
+    from ..env_refs import expand_env
     from ..openai_compat import OpenAICompatibleChat
 
     key_env = entry.api_key_env or ctx.openai_api_key_env
