@@ -84,6 +84,7 @@ class ProgressHooks:
 
     def _estimate_collected(self, config: pytest.Config, cases: list[str]) -> None:
         """The controller, once: the cost estimate again when pytest collected fewer cases than the header's."""
+        self.run.collected = len(cases)  # what an interrupted run counts its cases against
         if self.estimated or config.option.collectonly or not cases:  # not a suite run, or -k left no case
             return
         self.estimated = True

@@ -87,6 +87,9 @@ class Run:
                                                                       self.thresholds))
         self.assistant = AssistantUnderTest(settings)
         self._server_handles = server_handles
+        #: the cases pytest collected for this run - its own selection (-k, -m, node ids) may narrow the settings'
+        #: - told by the plugin once collected; None: the settings' selection
+        self.collected: int | None = None
 
     @cached_property
     def recording(self) -> Recording:
@@ -198,7 +201,7 @@ class Run:
         self.writer.close()
         not_run = None
         ran = self.writer.count - len(self.cases.resumed)
-        selected = len(self.recording.plan.runnable)
+        selected = self.collected if self.collected is not None else len(self.recording.plan.runnable)
         left = max(0, selected - ran)
         if stopped is not None:
             not_run = NotRun(left, stopped, needed=False, decision=decision) if decision else NotRun(
