@@ -30,20 +30,35 @@ def discover(package: str, path: Iterable[str], name: str, of: type[K], order: C
              group: str | None = None) -> dict[str, K]:
     """Each module's ``name`` that is an ``of``, by its ``.name``, then each one the entry points of ``group``
     declare, sorted by ``order``. An entry point that cannot be loaded, declares no ``of`` or takes a name already
-    taken is a :class:`UsageError` naming the entry point and its distribution."""
+    taken is left out, and what is wrong with it is kept for :func:`broken` (the run's settings refuse to start with
+    it, one line naming the entry point and its distribution - never an import's traceback)."""
     found: dict[str, K] = {}
     for module in pkgutil.iter_modules(path):
         declared = getattr(importlib.import_module(f"{package}.{module.name}"), name, None)
         if isinstance(declared, of):
             found[declared.name] = declared  # type: ignore[attr-defined]
     for point in (installed().select(group=group) if group else ()):
-        declared = _declared(point, name, of, group or "")
-        taken = declared.name  # type: ignore[attr-defined]
-        if taken in found:
-            raise UsageError(f"{_where(point, group or '')}: declares {taken!r}, a name already taken "
-                             f"(known: {', '.join(found)})")
+        try:
+            declared = _declared(point, name, of, group or "")
+            taken = declared.name  # type: ignore[attr-defined]
+            if taken in found:
+                raise UsageError(f"{_where(point, group or '')}: declares {taken!r}, a name already taken "
+                                 f"(known: {', '.join(found)})")
+        except UsageError as exc:
+            if str(exc) not in _BROKEN:
+                _BROKEN.append(str(exc))
+            continue
         found[taken] = declared
     return {key: found[key] for key in sorted(found, key=lambda key: order(found[key]))}
+
+
+#: what is wrong with each entry point left out, in the order found
+_BROKEN: list[str] = []
+
+
+def broken() -> list[str]:
+    """What is wrong with each declared kind or backend that was left out (empty: none)."""
+    return list(_BROKEN)
 
 
 @functools.cache

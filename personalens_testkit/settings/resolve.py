@@ -17,6 +17,7 @@ from ..assistants.kinds.reference import ReferenceEntry
 from ..assistants.registry import BUILTIN, AssistantCatalogue
 from ..data.loader import open_dataset
 from ..data.selection import Selection, parse_domains, parse_profiles, parse_sample, parse_task_kind, profile_numbers
+from ..discovery import broken
 from ..errors import DataError, UsageError
 from ..gating.thresholds import default_thresholds_path
 from ..llm.local_settings import LocalServerSettings
@@ -72,6 +73,9 @@ class _Values:
 
 def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str, str]) -> RunSettings:
     """Build :class:`RunSettings` from parsed options (``None`` = not given), the config and the environment."""
+    problems = broken()  # a kind or backend another package declares, broken: the first, as one line
+    if problems:
+        raise UsageError(problems[0])
     config, sources = load_project_config(rootdir)
     values = _Values(options, config, env, rootdir)
     catalogue = AssistantCatalogue(entries=config.assistants, sources=sources.assistants)
