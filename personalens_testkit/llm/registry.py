@@ -67,8 +67,7 @@ def check_spec(name_or_spec: str, named: Mapping[str, ModelEntry] | None = None)
 def local_settings_for(name_or_spec: str, base: LocalServerSettings,
                        named: Mapping[str, ModelEntry] | None = None) -> LocalServerSettings | None:
     """The embedded-server settings a model runs on, or None for remote backends."""
-    entry = resolve(name_or_spec, named or {})
-    return local_settings(entry, base) if isinstance(entry, LocalModel) else None
+    return resolve_role("", name_or_spec, named or {}).local(base)
 
 
 def create_model(name_or_spec: str, ctx: ModelContext, role: str) -> ChatModel:

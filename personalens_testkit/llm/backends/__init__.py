@@ -49,7 +49,6 @@ class ModelContext:
     recorded_answer: AnswerSource | None = None
 
 
-
 @dataclass(frozen=True)
 class GateModels:
     """What ``personalens init --models NAME`` writes for the backend (:mod:`personalens_testkit.cli.init_workflow`):
