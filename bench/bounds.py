@@ -62,7 +62,7 @@ ANSWER = PRELUDE + textwrap.dedent("""
 
 HEAD = PRELUDE + textwrap.dedent("""
     import zlib, httpcore
-    from personalens_testkit.llm.deadlines import MAX_HEAD_BYTES, _BoundedBackend
+    from personalens_testkit.llm.deadlines import MAX_HEAD_BYTES, BoundedBackend
     mib = int(sys.argv[1])
     squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
     block = b"x" * (1 << 20)
@@ -70,7 +70,7 @@ HEAD = PRELUDE + textwrap.dedent("""
         squeeze.compress(block) for _ in range(mib)) + squeeze.flush()
     parts = [b"HTTP/1.1 200 OK\\r\\nX-Pad: " + b"a" * (MAX_HEAD_BYTES + 100),
              b"\\r\\nContent-Encoding: gzip\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(bomb), bomb]
-    pool = httpcore.ConnectionPool(network_backend=_BoundedBackend(httpcore.MockBackend(parts)))
+    pool = httpcore.ConnectionPool(network_backend=BoundedBackend(httpcore.MockBackend(parts)))
     try:
         response = pool.request("GET", "http://model.test/")
         import gzip

@@ -48,6 +48,9 @@ class PersonalensError(Exception):
 
     #: set when the error came out of a model or assistant call: "user_agent", "assistant" or "judge"
     call_role: str | None = None
+    #: the error follows from answers the models gave, every call answered and recorded: a recording that ends in
+    #: it is kept, and replays to it (one that ends in any other error would only replay as a miss)
+    from_answers = False
 
 
 class UsageError(PersonalensError):
@@ -149,6 +152,8 @@ class ContractError(ModelError):
 
 class JudgeAnswerError(PersonalensError):
     """The judge's answer for one dimension could not be parsed into a valid score."""
+
+    from_answers = True
 
     def __init__(self, dimension: str, raw: str, problem: str) -> None:
         self.dimension = dimension

@@ -181,7 +181,6 @@ class ScenarioCassette(Protocol):
     def __enter__(self) -> object: ...
     def __exit__(self, *exc: object) -> None: ...
     def phase(self, name: str) -> ContextManager[None]: ...
-    def discard(self) -> None: ...
 
 
 class _NoCassette:
@@ -193,9 +192,6 @@ class _NoCassette:
 
     def phase(self, name: str) -> ContextManager[None]:
         return contextlib.nullcontext()
-
-    def discard(self) -> None:
-        return None
 
 
 @dataclass
@@ -219,7 +215,8 @@ class Evaluator:
     def evaluate(self, scenario: Scenario, cassette: ScenarioCassette | None = None, *, repeat: int = 1) -> Evaluation:
         """Run and judge one scenario; with a ``cassette``, its calls are recorded or replayed there.
 
-        A scenario that ends in an error keeps no new recording (it would replay as a miss).
+        A scenario that ends in an error keeps no new recording (it would replay as a miss), unless its error
+        follows from answers all recorded (``PersonalensError.from_answers``: its replay is the same error).
         """
         evaluation = Evaluation(scenario=scenario, max_turns=turn_limit(scenario.kind, self.max_turns), repeat=repeat)
         evaluation.started_at = _now()
@@ -259,7 +256,6 @@ class Evaluator:
             raise
         except BaseException as exc:  # noqa: BLE001 - every other failure (asyncio.CancelledError, SystemExit, an
             # exception of a library's own BaseException kind) is the case's error, with its cause: never a lost row
-            cassette.discard()
             evaluation.fail(exc, phase)
         finally:
             evaluation.seconds = round(time.perf_counter() - started, 3)

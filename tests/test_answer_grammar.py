@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from personalens_testkit.agents.answer_reasons import DETERMINERS, LEADS
 from personalens_testkit.agents.answers import (
     PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, parse_answer, rating_answer,
 )
@@ -44,6 +45,49 @@ def test_a_second_answer_anywhere_after_the_first_is_never_a_score(data):
 def test_reasoning_and_reasons_full_of_numbers_leave_the_one_answer_as_given(data):
     kind, raw, value = answer_corpus.benign(lambda options: data.draw(st.sampled_from(list(options))))
     assert read(kind, raw) == value
+
+
+#: a word that describes a thing: any lower-case word the grammar does not read as leading to a value
+DESCRIBING = st.from_regex(r"[a-z]{3,10}", fullmatch=True).filter(
+    lambda word: word not in LEADS | DETERMINERS | {"one", "two", "three", "four", "five", "true", "false", "yes"})
+WITH_REASONS = [form for form in answer_corpus.FORMS if form != "label"]  # a bare answer line has no reason
+SCORED = [kind for kind, (key, _, _) in answer_corpus.KINDS.items() if key == "score"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_one_naming_a_thing_at_a_statements_end_leaves_the_answer_as_given(data):
+    """ "the previous one.", "this one!", "a better one." (a judge of the shipped recording wrote the first): the word
+    names a thing, and the answer's own value is read - never refused as a second answer."""
+    kind = data.draw(st.sampled_from(SCORED))
+    _, scale, _ = answer_corpus.KINDS[kind]
+    value = data.draw(st.sampled_from([v for v in scale if v != 1]))  # "one" would be another value of the scale
+    determiner = data.draw(st.sampled_from(sorted(DETERMINERS)))
+    phrase = data.draw(st.sampled_from([f"{determiner} one", f"{determiner} {{}} one", "a {} one", "an {} one"]))
+    phrase = phrase.format(data.draw(DESCRIBING))
+    reason = data.draw(st.sampled_from(answer_corpus.REASONS)) + f" It compared it with {phrase}"
+    reason += data.draw(st.sampled_from([".", "!", "?", " .", ")"]))
+    raw = answer_corpus.answer_text(kind, value, data.draw(st.sampled_from(WITH_REASONS)), reason)
+    assert read(kind, raw) == value
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_one_led_to_as_a_value_is_still_a_second_answer(data):
+    """ "... to one.", "possibly one)", "make it one.", "a one.", "Scratch that, one.": a value, refused - also after
+    a determiner two words back ("this to one.") or across punctuation ("that, one.")."""
+    kind = data.draw(st.sampled_from(SCORED))
+    _, scale, _ = answer_corpus.KINDS[kind]
+    value = data.draw(st.sampled_from([v for v in scale if v != 1]))
+    lead = data.draw(st.sampled_from(sorted(LEADS)))
+    before = data.draw(st.sampled_from(["", *sorted(DETERMINERS)]))
+    phrase = data.draw(st.sampled_from([f"{before} {lead} one", f"Scratch {before or 'that'}, one",
+                                        f"{before}. One", f"({lead} one"])).strip()
+    reason = data.draw(st.sampled_from(answer_corpus.REASONS)) + " " + phrase
+    reason += data.draw(st.sampled_from([".", "!", "?", ")"]))
+    raw = answer_corpus.answer_text(kind, value, data.draw(st.sampled_from(WITH_REASONS)), reason)
+    with pytest.raises(JudgeAnswerError):
+        read(kind, raw)
 
 
 @pytest.mark.parametrize("kind, raw", [  # the issue's own, through the parser

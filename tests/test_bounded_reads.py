@@ -176,8 +176,8 @@ def test_a_huge_chunked_http_reply_in_record_mode_is_refused_in_bounded_memory(p
 
 
 def test_an_endless_judge_answer_while_recording_is_cut_at_its_byte_budget_in_bounded_memory(pytester):
-    """A model that answers without end: cut on the wire at MAX_ANSWER_BYTES (16 MiB), under vcrpy's recording
-    stub, which would otherwise read it whole; an error of the judge naming the budget, never retried."""
+    """A model that answers without end: cut on the wire at MAX_ANSWER_BYTES (16 MiB) while recording, which
+    would otherwise read it whole; an error of the judge naming the budget, never retried."""
     streamed = []
 
     class Endless(BaseHTTPRequestHandler):

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from personalens_testkit.errors import CassetteError, ModelError
-from personalens_testkit.llm.deadlines import (MAX_HEAD_BYTES, EncodedAnswer, HeadTooLarge, _BoundedBackend,
+from personalens_testkit.llm.deadlines import (MAX_HEAD_BYTES, EncodedAnswer, HeadTooLarge, BoundedBackend,
                                                content_codings)
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.llm.base import ChatRequest, Message
@@ -91,7 +91,7 @@ def test_identity_in_any_spelling_is_no_coding_and_anything_else_is():
 
 def answer_through(parts: list[bytes]) -> bytes:
     """The body of an answer read over a bounded connection whose peer sends ``parts``."""
-    pool = httpcore.ConnectionPool(network_backend=_BoundedBackend(httpcore.MockBackend(parts)))
+    pool = httpcore.ConnectionPool(network_backend=BoundedBackend(httpcore.MockBackend(parts)))
     return pool.request("GET", "http://model.test/").content
 
 

@@ -1,7 +1,7 @@
 """A time limit bounds a call as a whole - connecting to its answer's last byte - not each read: a bot or a
 judge that trickles its answer (a byte a second) is given up at ``timeout_s``, and a port that accepts
 connections and never answers fails the preflight in seconds, with one line. The runs go through the real
-path (pytest in a subprocess, loopback servers that trickle, vcrpy's patches recording) and keep the
+path (pytest in a subprocess, loopback servers that trickle, the transport of every client) and keep the
 invariants of tests/test_reliability.py; the deadline rule itself is tried piece by piece first."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from personalens_testkit import timebox
 from personalens_testkit.errors import DeadlineReached, ModelError
 from personalens_testkit.llm import retry
 from personalens_testkit.llm.base import ChatRequest, Message
-from personalens_testkit.llm.deadlines import bound_transport, bounded_client
+from personalens_testkit.llm.transport import bounded_client
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.timebox import TimeLimit, call_by_deadline, deadline, nearest_deadline, time_left
 
@@ -184,21 +184,39 @@ def test_an_http_call_ends_at_its_deadline_however_slowly_its_body_comes():
         assert len(bounded_client(timeout_s=5).post(server.url, content=b"{}", timeout=5).content) == 100
 
 
-def test_the_deadline_holds_under_vcrpys_patches_and_for_the_environments_proxies(monkeypatch):
-    from personalens_testkit.replay import router
-
-    router.install()  # vcrpy reads a body inside the transport, to record it: the deadline holds there too
-    with Trickle(lambda *_: (b"y" * 100, True), per_s=10) as server:
+def test_the_deadline_holds_through_the_environments_proxy(monkeypatch):
+    """A proxy the environment names is used (the request reaches it, in a proxy's absolute form) and its connection
+    is bounded as a direct one is: the trickle ends at the deadline."""
+    with Trickle(lambda *_: (b"y" * 100, True), per_s=10) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.rstrip("/"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
         client = bounded_client(timeout_s=30)
         started = time.monotonic()
         with deadline(1.0, "timeout_s"), pytest.raises(httpx.ReadTimeout):
-            client.post(server.url, content=b"{}")
+            client.post("http://model.invalid/v1/chat", content=b"{}")
         assert time.monotonic() - started < 2.0
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    proxied = bounded_client(timeout_s=5)
-    assert proxied._mounts and all(bound_transport(t) for t in proxied._mounts.values())
-    assert bound_transport(proxied._transport)  # httpx's internals as this relies on them
-    assert not bound_transport(httpx.MockTransport(lambda r: httpx.Response(200)))
+        assert proxy.requests == [("POST", "http://model.invalid/v1/chat")]
+
+
+@pytest.mark.parametrize(("env", "url", "proxy"), [
+    ({"HTTPS_PROXY": "http://p:1"}, "https://api.example.com/v1", "http://p:1"),
+    ({"HTTPS_PROXY": "http://p:1"}, "http://api.example.com/v1", None),
+    ({"ALL_PROXY": "socks5://p:2"}, "http://api.example.com/v1", "socks5://p:2"),
+    ({"HTTP_PROXY": "http://p:1", "ALL_PROXY": "http://q:2"}, "http://a.example/v1", "http://p:1"),
+    ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "example.com"}, "https://api.example.com/v1", None),
+    ({"HTTPS_PROXY": "http://p:1", "NO_PROXY": "other.org"}, "https://api.example.com/v1", "http://p:1"),
+    ({}, "https://api.example.com/v1", None),
+])
+def test_the_environments_proxy_is_chosen_as_the_standard_library_reads_it(monkeypatch, env, url, proxy):
+    from personalens_testkit.llm.transport import environment_proxy
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxy(httpx.URL(url)) == proxy
 
 
 def test_the_scenarios_deadline_reaches_every_wait_of_a_call_without_a_thread_per_call():
@@ -354,7 +372,7 @@ def test_every_client_of_a_process_verifies_servers_with_one_tls_context():
     """Made once (reading the certificate store costs about 40 ms a context), and it verifies: certificate and host."""
     import ssl
 
-    from personalens_testkit.llm.deadlines import tls_context
+    from personalens_testkit.llm.transport import tls_context
 
     context = tls_context()
     assert context is tls_context()

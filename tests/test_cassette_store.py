@@ -18,8 +18,6 @@ from personalens_testkit.secrets import redact, redact_json, secret_values
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister, assistant_folder, cassette_path
 from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
-from .support.fake_llm import FakeLLM
-
 
 @given(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=40))
 def test_assistant_folders_are_safe_and_never_shared(a, b):
@@ -107,20 +105,24 @@ def test_botocore_never_retries_a_replay_miss(tmp_path, monkeypatch):
     assert len(attempts) == 1
 
 
-def test_recorded_requests_keep_no_headers_but_the_harmless(tmp_path, monkeypatch):
-    import httpx
+def test_recorded_calls_keep_no_secret_and_no_headers_but_the_harmless(tmp_path, monkeypatch):
+    from personalens_testkit.replay.router import exchange
 
     monkeypatch.setenv("PLANTED_API_KEY", "planted-value-0001")
     cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference", record_mode="all"))
     path = tmp_path / "h.json.xz"
-    with FakeLLM() as fake, cassettes.use(path, "all"):
-        httpx.post(f"{fake.url}/chat/completions?key=planted-value-0001", json={"messages": [{"role": "user", "content": "x"}]},
-                   headers={"Authorization": "Bearer planted-value-0001", "Cookie": "s=planted-value-0001",
-                            "X-Amz-Security-Token": "planted-value-0001", "User-Agent": "agent"})
+    answer = {"status": {"code": 200, "message": "OK"}, "body": {"string": b'{"echo": "planted-value-0001"}'},
+              "headers": {"content-type": ["application/json"], "set-cookie": ["s=planted-value-0001"],
+                          "x-request-id": ["planted-value-0001"]}}
+    with cassettes.use(path, "all"):
+        got = exchange("POST", "http://127.0.0.1:8/v1/chat/completions?key=planted-value-0001",
+                       b'{"messages": [{"role": "user", "content": "planted-value-0001"}]}', None, lambda: answer)
+    assert got is answer and b"planted-value-0001" in got["body"]["string"]  # the caller reads what was sent
     stored = lzma.decompress(path.read_bytes()).decode()
     assert "planted-value-0001" not in stored
     (interaction,) = json.loads(stored)["interactions"]
     assert set(interaction["request"]["headers"]) == {"content-type"}
+    assert set(interaction["response"]["headers"]) == {"content-type"}
     assert interaction["request"]["uri"].startswith("http://local/v1/chat/completions?key=")
 
 

@@ -157,9 +157,10 @@ def test_the_lanes_scheduler_keeps_each_workers_queue_as_deep_as_its_lanes(pytes
     xdist.mark_test_complete(worker, worker.sent[0], duration=30.0)  # a live case takes long
     assert len(xdist.node2pending[worker]) == 11  # xdist waits until fewer than two are left
 
-    lanes = LanesScheduling(config, lanes=8)
+    lanes = LanesScheduling(config, lanes=8, folder=pytester.path / "queues")
     workers = started(lanes)
     assert [len(lanes.node2pending[w]) for w in workers] == [16, 16]
+    assert workers[0].sent == list(range(0, 32, 2)) and workers[1].sent == list(range(1, 32, 2))  # dealt in turn
     lanes.mark_test_complete(workers[0], workers[0].sent[0], duration=30.0)
     assert len(lanes.node2pending[workers[0]]) == 16  # topped up at once
     while any(lanes.node2pending.values()):  # run everything: each case sent once, then every worker shut down
@@ -168,6 +169,27 @@ def test_the_lanes_scheduler_keeps_each_workers_queue_as_deep_as_its_lanes(pytes
                 lanes.mark_test_complete(worker, lanes.node2pending[worker][0], duration=30.0)
     assert sorted(workers[0].sent + workers[1].sent) == list(range(100))
     assert all(w.shutting_down for w in workers) and lanes.tests_finished
+    for worker in workers:  # each worker's queue file: what was sent to it, in order
+        queue = (pytester.path / "queues" / worker.gateway.id).read_text().splitlines()
+        assert queue == [f"case{i}" for i in worker.sent]
+
+
+def test_a_workers_queue_is_what_was_sent_to_it_after_the_case_pytest_runs_now(tmp_path):
+    from personalens_testkit.plugin.xdist_queue import _WorkerQueue
+
+    path = tmp_path / "gw0"
+    queue = _WorkerQueue(path)
+    assert queue.upcoming() == []  # nothing sent yet (no file)
+    path.write_text("a\nb\nc")  # "c" is being written: read once its line is whole
+    assert queue.upcoming() == ["a", "b"]
+    queue.pytest_runtest_logstart("a", None)
+    assert queue.upcoming() == ["b"]
+    with open(path, "a") as more:
+        more.write("\nd\n")
+    queue.pytest_runtest_logstart("b", None)
+    assert queue.upcoming() == ["c", "d"]
+    queue.pytest_runtest_logstart("d", None)
+    assert queue.upcoming() == []
 
 
 def test_every_lane_runs_in_the_callers_context_also_those_started_when_a_case_ends():

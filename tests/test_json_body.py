@@ -123,7 +123,7 @@ def test_what_json_dumps_refuses_or_coerces_is_refused_or_coerced_alike(payload)
 def test_the_client_sends_the_body_json_dumps_would_make():
     sent = []
     chat = OpenAICompatibleChat(spec="openai:m", base_url="http://127.0.0.1:9/v1", model="m",
-                                answers=lambda method, uri, body, payload: sent.append((body, payload)) or {
+                                answers=lambda method, uri, body, payload, send: sent.append((body, payload)) or {
                                     "status": {"code": 200},
                                     "body": {"string": '{"choices":[{"message":{"content":"ok"}}]}'}})
     for text in ["plain ASCII", "caf\u00e9 \u2014 \U0001F600", "a \\u0041 written out", "a\x7fb"]:

@@ -1,7 +1,9 @@
-"""The indexed cassette and the replay short cut give the answers, play counts and misses of
-vcrpy's own matching, and a replay through the short cut answers as one through vcrpy's patches."""
+"""The indexed cassette and the model clients' exchange with it give the answers, play counts, misses and
+stored entries of vcrpy's own matching and recording."""
 
 from __future__ import annotations
+
+import json
 
 import httpx
 import pytest
@@ -13,7 +15,7 @@ from personalens_testkit.llm.base import ChatRequest, Message
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
 from personalens_testkit.replay.indexed import IndexedCassette
 from personalens_testkit.replay.matching import call_matcher
-from personalens_testkit.replay.router import recorded_answer
+from personalens_testkit.replay.router import exchange
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister
 from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings
 
@@ -72,24 +74,25 @@ def test_the_short_cut_stands_aside_while_recording(recorded):
     assert _cassette(recorded, IndexedCassette, "all").replay_answer("POST", URI, A) is None
 
 
-def test_a_replay_answers_alike_through_the_short_cut_and_through_vcrpy(tmp_path):
-    """Recorded live over HTTP; replayed with the server gone, once by the model client's short cut
-    and once by a plain httpx call that goes through vcrpy's patches."""
+def test_a_replay_answers_what_was_recorded_over_http_in_order_then_misses(tmp_path):
+    """Recorded live over HTTP through the run's exchange; replayed with the server gone: each recorded answer once,
+    in order, then vcrpy's miss."""
     cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference"))
     path = tmp_path / "live.json.xz"
     request = ChatRequest(messages=(Message("user", "hello"),), purpose="assistant", temperature=0.0)
     with FakeLLM() as fake:
-        live = OpenAICompatibleChat(spec="openai:m", base_url=fake.url, model="m")
+        live = OpenAICompatibleChat(spec="openai:m", base_url=fake.url, model="m", answers=exchange)
         with cassettes.use(path, "all"):
-            recorded = [live.complete(request), live.complete(request)]
-        body = live.payload(request)
+            recorded = []
+            for text in ("first answer", "second answer"):
+                fake.script.assistant_text = text
+                recorded.append(live.complete(request))
         live.close()
+    assert recorded[0].text != recorded[1].text
     gone = "http://127.0.0.1:9/v1"  # nothing listens: only the cassette can answer
-    client = OpenAICompatibleChat(spec="openai:m", base_url=gone, model="m", answers=recorded_answer)
+    client = OpenAICompatibleChat(spec="openai:m", base_url=gone, model="m", answers=exchange)
     with cassettes.use(path, "none"):
-        assert client.complete(request) == recorded[0]
-        answer = httpx.post(f"{gone}/chat/completions", json=body)
-        assert answer.json()["choices"][0]["message"]["content"] == recorded[1].text
+        assert [client.complete(request), client.complete(request)] == recorded
         with pytest.raises(CannotOverwriteExistingCassetteException):
             client.complete(request)
     client.close()
@@ -119,7 +122,7 @@ def test_threads_recording_boto3_calls_at_once_each_record_theirs(tmp_path, monk
         for thread in threads:
             thread.join()
         with cassettes.use(tmp_path / "after.json.xz", "all"):  # the patches are still in place afterwards
-            httpx.post(f"{fake.url}/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+            client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "after"}]}])
     for i in range(8):
         (request, _), = _cassette(tmp_path / f"{i}.json.xz", IndexedCassette, "none").data
         assert f"call {i}".encode() in request.body
@@ -191,31 +194,59 @@ def test_vcrpy_loads_without_unused_http_libraries_and_botocore_imported_later_s
 
 
 @pytest.mark.parametrize("mode", ["all", "once", "new_episodes"])
-def test_a_recording_cassette_stores_what_vcrpys_own_stub_stores(tmp_path, monkeypatch, mode):
-    """A cassette that only records (nothing loaded to play, or ``all``) is recorded past vcrpy's httpx stub
-    (one Request object, no copies); one that may play (``new_episodes`` on a loaded file) goes through the stub.
-    Both store the same entry - the request scrubbed of its key and keeping only harmless headers, the answer
-    decoded and scrubbed - and the caller reads the same answer."""
+def test_a_recording_stores_what_vcrpys_own_recording_stores(tmp_path, monkeypatch, mode):
+    """A call recorded through the exchange is stored as vcrpy's own ``use_cassette`` stores the same call sent by
+    a plain httpx client, with the same filters - the request scrubbed of its key and keeping only harmless
+    headers, the answer decoded and scrubbed - and the caller reads the answer it was sent."""
+    import vcr
+    from vcr.patch import PATCHER_NAMES
+
     monkeypatch.setenv("OPENAI_API_KEY", "sk-recording-secret-0001")
     cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference", record_mode=mode))
     request = ChatRequest(messages=(Message("user", "hello sk-recording-secret-0001"),), purpose="assistant")
-    seeded = tmp_path / "seeded.json.xz"  # a loaded file, new_episodes: vcrpy's stub decides to play or record
-    with FakeLLM(Script(assistant_text="stored the same")) as fake:
-        model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=fake.url, model="fake-bot")
-        with cassettes.use(seeded, "all"):
-            model.complete(ChatRequest(messages=(Message("user", "something else"),), purpose="assistant"))
-        answers, stored = [], []
-        for path, use in ((tmp_path / "direct.json.xz", mode), (seeded, "new_episodes")):
-            with cassettes.use(path, use) as cassette:
-                assert cassette.only_records() is (path != seeded)
-                answers.append(model.complete(request).text)
-            stored.append(_cassette(path, IndexedCassette, "none").data[-1])
+    theirs = vcr.VCR(before_record_request=cassettes.before_record_request,
+                     before_record_response=cassettes.before_record_response, match_on=["method"])
+    theirs.register_serializer("ours", JsonBytesSerializer)
+    theirs.register_persister(XzPersister)
+    with FakeLLM(Script(assistant_text="stored the same sk-recording-secret-0001")) as fake:
+        model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=fake.url, model="fake-bot", answers=exchange)
+        with cassettes.use(tmp_path / "ours.json.xz", mode):
+            answer = model.complete(request).text
+        with theirs.use_cassette(str(tmp_path / "theirs.json.xz"), serializer="ours", record_mode=mode,
+                                 skip_patchers=[name for name in PATCHER_NAMES if name != "httpx"]):
+            with httpx.Client(transport=httpx.HTTPTransport()) as plain:
+                plain.post(f"{fake.url}/chat/completions", content=json.dumps(model.payload(request)).encode(),
+                           headers={"content-type": "application/json", "Accept-Encoding": "identity"})
         model.close()
-    assert answers == ["stored the same"] * 2
-    (direct_request, direct_answer), (stub_request, stub_answer) = stored
-    assert direct_request._to_dict() == stub_request._to_dict() and direct_answer == stub_answer
-    assert b"sk-recording-secret-0001" not in direct_request.body and b"<OPENAI_API_KEY>" in direct_request.body
-    assert set(direct_request.headers) == {"content-type"} and set(direct_answer["headers"]) == {"content-type"}
+    assert answer == "stored the same sk-recording-secret-0001"  # the caller's answer: never the scrubbed copy
+    ((ours, our_answer),) = _cassette(tmp_path / "ours.json.xz", IndexedCassette, "none").data
+    ((stub, stub_answer),) = _cassette(tmp_path / "theirs.json.xz", IndexedCassette, "none").data
+    assert json.loads(ours.body) == json.loads(stub.body) and ours.uri == stub.uri and ours.headers == stub.headers
+    assert {**our_answer, "headers": None} == {**stub_answer, "headers": None}
+    assert set(our_answer["headers"]) == set(stub_answer["headers"]) == {"content-type"}
+    assert b"sk-recording-secret-0001" not in ours.body and b"<OPENAI_API_KEY>" in ours.body
+    assert b"sk-recording-secret-0001" not in our_answer["body"]["string"]
+
+
+def test_new_episodes_plays_what_is_recorded_and_records_what_is_new(tmp_path):
+    cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference"))
+    path = tmp_path / "seeded.json.xz"
+    hello, other = (ChatRequest(messages=(Message("user", text),), purpose="assistant") for text in ("hello", "other"))
+    with FakeLLM(Script(assistant_text="first")) as fake:
+        model = OpenAICompatibleChat(spec="openai:m", base_url=fake.url, model="m", answers=exchange)
+        with cassettes.use(path, "all"):
+            first = model.complete(hello).text
+        fake.script.assistant_text = "new"
+        sent = len(fake.requests)
+        with cassettes.use(path, "new_episodes"):
+            assert model.complete(hello).text == first  # played: the server is not asked
+            assert len(fake.requests) == sent
+            new = model.complete(other).text  # not recorded: sent, and recorded
+            assert len(fake.requests) == sent + 1
+        model.close()
+    with cassettes.use(path, "none") as cassette:
+        assert [json.loads(r["body"]["string"])["choices"][0]["message"]["content"] for _, r in cassette.data] == [
+            first, new] == ["first", "new"]
 
 
 def test_an_answer_recorded_compressed_is_stored_decoded_and_one_without_encoding_as_it_is():

@@ -42,6 +42,21 @@ def test_a_hedged_or_doubled_judge_answer_is_an_error_row_with_the_raw_answer(py
         assert f"judge answer for {dimension} could not be parsed" in row["error"]["message"]
 
 
+def test_a_case_not_scored_for_an_unreadable_answer_keeps_its_recording_and_replays_to_the_same_error(pytester):
+    """Every call of such a case was answered and recorded: its replay is the same error with the same raw answer,
+    offline - not a miss of a recording thrown away."""
+    with FakeLLM(Script(terminate_after=1, judge_texts=HEDGED)) as fake:
+        project(pytester, fake)
+        result, rows = run_rows(pytester, *ALARM, *LIVE)
+        sent = len(fake.requests)
+        replayed_result, replayed = run_rows(pytester, *ALARM, "--record-mode", "none")
+        assert len(fake.requests) == sent  # offline: no call reached the models
+    assert_rows_are_cases(replayed_result, replayed)
+    assert len(replayed) == 4 and all(row["status"] == "error" for row in replayed)
+    assert [(row["scenario_id"], row["error"]["message"]) for row in replayed] == [
+        (row["scenario_id"], row["error"]["message"]) for row in rows]
+
+
 def test_a_clean_labelled_answer_whose_reason_quotes_numbers_is_read(pytester):
     answers = {"personalization": "Personalization Score: 2\nJustification: the match's final score: 4 goals to 1 "
                                   "came from the user, and the bot ignored it."}

@@ -5,7 +5,8 @@ other than the answer's own: none after the answer's label (``Personalization: 4
 statement (``Scratch that, 4.``, ``(possibly 4)``, ``oder 4``, ``I would raise this to 4.``,
 ``Wait, no. False.``), in any spelling the view sees through (``４``, ``٤``, ``⁴``, ``**4**``,
 ``4/4``, ``four``), and no JSON. A number inside a statement is the reason's own (``2 things``,
-``the 5-star hotel``, ``6:30``, ``10/10 clarity``, ``In turn 2, ...``). The reasoning *before* an
+``the 5-star hotel``, ``6:30``, ``10/10 clarity``, ``In turn 2, ...``), and so is "one" naming a thing
+(``the previous one.``, ``this one.``, ``a better one.``). The reasoning *before* an
 answer may hold anything but a piece of another answer's JSON.
 """
 
@@ -77,11 +78,37 @@ def gives_no_value(view: str, where: str, shape: Shape, answer: Any) -> None:
     else:
         label, alone = _values(shape)
         found = next((m for m in label.finditer(view) if _other_value(m, shape, answer)), None) or next(
-            (m for m in alone.finditer(view) if _other_value(m, shape, answer)), None)
+            (m for m in alone.finditer(view) if _other_value(m, shape, answer) and not _pronoun(view, m)), None)
     if found:
         around = view[max(0, found.start() - 30): found.end() + 30].strip()
         raise GrammarError(f"{where} answers again ({found.group(0).strip()!r} in {around!r}): only the answer "
                            "gives a value, once")
+
+
+#: words right before "one" that make it name a thing, not a value: "this one", "no one", "the one"
+DETERMINERS = frozenset({"the", "this", "that", "these", "those", "each", "every", "any", "no", "another", "which",
+                         "what", "whichever", "my", "your", "his", "her", "its", "our", "their", "some", "either",
+                         "neither", "one's"})
+#: words that lead to a value rather than describe a thing ("to one", "possibly one"): not an adjective of "one"
+LEADS = frozenset({"to", "of", "at", "as", "is", "was", "be", "being", "been", "from", "than", "or", "and", "nor",
+                   "maybe", "possibly", "perhaps", "probably", "likely", "just", "only", "say", "like", "about",
+                   "around", "nearly", "roughly", "exactly", "rather", "even", "it", "with", "make", "call", "give",
+                   "gave", "given", "rate", "rated", "score", "scored", "scores", "rating", "ratings", "down", "up",
+                   "lower", "raise", "then", "not", "now", "still", "a", "an"})
+
+
+def _pronoun(view: str, match: re.Match[str]) -> bool:
+    """Whether a value found is the word "one" naming a thing: right after a determiner ("the previous one.",
+    "this one.", "no one."), or after a determiner and a word describing it ("a better one.", "the same one."),
+    the words one space apart. "to one.", "make it one.", "Scratch that, one." and "a one." stay values."""
+    if match.group("v").lower() != "one":
+        return False
+    words = re.search(r"(?:(?<![A-Za-z'])([A-Za-z']+)[ \t]+)?([A-Za-z']+)[ \t]+$", view[max(0, match.start() - 80):
+                                                                               match.start()])
+    if words is None:
+        return False
+    before, last = (words.group(1) or "").lower(), words.group(2).lower()
+    return last in DETERMINERS or (before in DETERMINERS | {"a", "an"} and last not in LEADS | DETERMINERS)
 
 
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "true": True, "yes": True, "false": False, "no": False}

@@ -14,7 +14,8 @@ import httpx
 
 from .. import untrusted_json
 from ..errors import ContractError, ModelError
-from ..llm.deadlines import bounded_client, http_failure
+from ..llm.deadlines import http_failure
+from ..llm.transport import bounded_client
 from ..llm.env_refs import expand_env
 from ..llm.openai_compat import RETRYABLE_STATUS
 from ..timebox import deadline

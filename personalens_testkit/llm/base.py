@@ -12,10 +12,12 @@ Role = Literal["system", "user", "assistant"]
 #: What a call is for (the role that makes it); the embedded backend sizes its answers by it.
 Purpose = CallRole
 
-#: A source of recorded answers, given by the run when it replays (``(method, url, body, payload)`` -> vcrpy's
-#: response dict, or None to send the request; ``payload``: the JSON value ``body`` encodes, or None where the
-#: body is not JSON of the caller's): the replay layer plugs in here, under an HTTP backend's client.
-AnswerSource = Callable[[str, str, bytes, Any], "dict[str, Any] | None"]
+#: A model call's exchange with the run's recordings, given by the run: ``(method, url, body, payload, send)`` ->
+#: the call's answer as a recording stores it (``{"status": {"code", "message"}, "headers": {name: [values]},
+#: "body": {"string": bytes}}``) - a recorded one, or what ``send()`` answered (recorded, when recording).
+#: ``payload``: the JSON value ``body`` encodes (None: not known). The replay layer plugs in here, above an HTTP
+#: backend's client: it sees the request as the client sends it and the answer as the client reads it.
+AnswerSource = Callable[[str, str, bytes, Any, Callable[[], "dict[str, Any]"]], "dict[str, Any]"]
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@ long as it likes. The rule instead: a call's ``timeout_s`` is a deadline
 (:func:`~personalens_testkit.timebox.deadline`), and every wait of the call takes at most what is
 left of the nearest deadline in force - its own, the scenario's, the preflight's:
 
-- HTTP (httpx; under vcrpy's patches too, which read a recorded answer's body inside the
-  transport): the connections of :func:`bounded_client` connect, send and read each chunk with a
-  time-out of min(their own, what is left), so a trickle ends at the deadline and its connection
-  is closed, not left running;
+- HTTP (httpx): the connections of :func:`~.transport.bounded_client`'s transport
+  (:class:`BoundedBackend`'s) connect, send and read each chunk with a time-out of min(their own,
+  what is left), so a trickle ends at the deadline and its connection is closed, not left running;
 - a call whose waits the testkit cannot reach (botocore, a ``python`` bot):
   :func:`~personalens_testkit.timebox.call_by_deadline` runs it in a daemon thread waited for
   what is left;
@@ -16,17 +15,15 @@ left of the nearest deadline in force - its own, the scenario's, the preflight's
   limit of 2 s (timeout_s)``); one that met the scenario's is :class:`DeadlineReached`, never retried.
 
 The same connections count the bytes an answer takes under :func:`byte_budget`: a model that
-answers without end is cut off at the budget on the wire - before vcrpy's recording stub, which
-reads a whole answer, or the client can hold it in memory.
+answers without end is cut off at the budget on the wire - before a recording, which reads a whole
+answer, or the client can hold it in memory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import re
-import ssl
 from typing import Any, Iterator
 
 import httpcore
@@ -34,7 +31,7 @@ import httpx
 
 from ..errors import ModelError
 from ..timebox import time_left
-from .timeouts import CONNECT_S, ran_out, timed_out
+from .timeouts import ran_out, timed_out
 
 #: the most bytes a model's answer may take on the wire (a judge answers in at most a few thousand tokens)
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -160,7 +157,7 @@ class _BoundedStream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _BoundedBackend(httpcore.NetworkBackend):
+class BoundedBackend(httpcore.NetworkBackend):
     """httpcore's network backend, its connections bounded by the deadlines in force."""
 
     def __init__(self, inner: httpcore.NetworkBackend) -> None:
@@ -178,40 +175,6 @@ class _BoundedBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
-
-
-def bound_transport(transport: Any) -> bool:
-    """Bound the connections of an httpx transport by the deadlines in force (before it makes any); whether it
-    has connections to bound (``httpx.HTTPTransport`` and its proxies do, a test's ``MockTransport`` has none)."""
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if backend is None:
-        return False
-    if not isinstance(backend, _BoundedBackend):
-        pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
-    return True
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The TLS context every client of this process verifies servers with: httpx's own (the system's certificates,
-    or SSL_CERT_FILE / SSL_CERT_DIR), made once - making one reads the certificate store, about 40 ms."""
-    return httpx.create_ssl_context()
-
-
-def bounded_client(*, timeout_s: float, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> httpx.Client:
-    """An httpx client whose every wait (connect, send, each read) takes at most ``timeout_s`` and at most what is
-    left of the deadlines in force: hold ``deadline(timeout_s, ...)`` around a call, body read included, and the
-    call ends by it however slowly its answer comes."""
-    headers = {"Accept-Encoding": "identity", **(kwargs.pop("headers", None) or {})}  # a compressed answer is refused
-    if transport is None:
-        kwargs.setdefault("verify", tls_context())
-    client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(CONNECT_S, timeout_s)), transport=transport,
-                          headers=headers, **kwargs)
-    for each in (getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()):  # proxies too
-        if each is not None:
-            bound_transport(each)
-    return client
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> BaseException | None:

@@ -133,7 +133,7 @@ def wait_until_healthy(url: str, timeout_s: float, *, pid: int | None = None, lo
     most HEALTH_POLL_S, its whole answer included)."""
     import httpx  # here: a run that starts no server (a replay, remote models) never loads an HTTP client
 
-    from .deadlines import bounded_client
+    from .transport import bounded_client
 
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"

@@ -18,7 +18,8 @@ from ..timebox import deadline
 from ..untrusted_json import MAX_ANSWER_VALUES
 from . import json_body
 from .base import AnswerSource, ChatRequest, ChatResponse, token_count
-from .deadlines import MAX_ANSWER_BYTES, bounded_client, byte_budget, http_failure
+from .deadlines import MAX_ANSWER_BYTES, byte_budget, http_failure
+from .transport import bounded_client
 
 #: How a backend asks for JSON-schema-constrained output:
 #: ``openai`` - ``response_format={"type": "json_schema", ...}`` (OpenAI, vLLM, most gateways);
@@ -58,7 +59,7 @@ class OpenAICompatibleChat:
         self.timeout_name = timeout_name
         #: bound on every free-text field of a constrained answer, so it always ends within the token cap
         self.max_string_chars = max_string_chars
-        #: where a replay finds a call's recorded answer without building an HTTP request (None: always send)
+        #: where a call's answer is recorded or replayed (None: always sent, never recorded)
         self._answers = answers
         all_headers = dict(headers or {})
         if api_key:
@@ -100,12 +101,12 @@ class OpenAICompatibleChat:
         # encoded as httpx encodes ``json=``: the bytes on the wire are the same
         payload = self.payload(request)
         body = json_body.body(payload)
-        # a replay reads the cassette's answer without building an HTTP request (see AnswerSource)
-        recorded = self._answers("POST", f"{self.base_url}/chat/completions", body, payload) if self._answers else None
-        if recorded is not None:
-            status, content = recorded["status"]["code"], recorded["body"]["string"]
+        # a replay reads the cassette's answer without building an HTTP request; a recording keeps what is sent
+        if self._answers is None:
+            answer = self._post(body)
         else:
-            status, content = self._post(body)
+            answer = self._answers("POST", f"{self.base_url}/chat/completions", body, payload, lambda: self._post(body))
+        status, content = answer["status"]["code"], answer["body"]["string"]
         if status >= 400:
             raise ModelError(
                 f"HTTP {status} from {self.base_url}: {_error_text(content)}",
@@ -113,13 +114,18 @@ class OpenAICompatibleChat:
             )
         return self._parse(content)
 
-    def _post(self, body: bytes) -> tuple[int, bytes]:
+    def _post(self, body: bytes) -> dict[str, Any]:
+        """The answer to a request sent, whole, as a recording stores it (see AnswerSource)."""
         # the error is made under the deadline (it names the limit met); the answer's bytes are counted as they come
         with deadline(self.timeout_s, self.timeout_name), byte_budget(MAX_ANSWER_BYTES):
             try:
                 response = self._client.post("/chat/completions", content=body,
                                              headers={"content-type": "application/json"})
-                return response.status_code, response.content
+                headers: dict[str, list[str]] = {}
+                for name, value in response.headers.multi_items():
+                    headers.setdefault(name, []).append(value)
+                return {"status": {"code": response.status_code, "message": response.reason_phrase},
+                        "headers": headers, "body": {"string": response.content}}
             except httpx.TransportError as exc:
                 raise http_failure(exc, what="no answer", url=self.base_url, model=self.spec) from exc
 

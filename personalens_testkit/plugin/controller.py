@@ -7,6 +7,7 @@ end aggregates the rows once - report files, gates, baseline - and says the verd
 
 from __future__ import annotations
 
+import shutil
 from typing import Any, Generator
 
 import pytest
@@ -29,6 +30,8 @@ class ControllerHooks:
         self.outcome: Any = None
         self.failures: list[str] = []
         self.session: pytest.Session | None = None
+        #: the lanes scheduler of an ``-n N --concurrency K`` run (its queue files are removed at the end)
+        self.scheduler: Any = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -38,7 +41,8 @@ class ControllerHooks:
         """With -n and --concurrency K: xdist's load scheduling, each worker's queue deep enough for its K lanes."""
         from .xdist_queue import make_scheduler  # xdist's scheduler module: loaded by an xdist controller only
 
-        return make_scheduler(config, log, self.run.settings.concurrency)
+        self.scheduler = make_scheduler(config, log, self.run.settings.concurrency, self.run.run_dir)
+        return self.scheduler
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
@@ -67,6 +71,8 @@ class ControllerHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Aggregate every worker's rows once: report files, gates, baseline; the verdict fails the run."""
+        if self.scheduler is not None:
+            shutil.rmtree(self.scheduler.folder, ignore_errors=True)  # the workers' queues: read by the run alone
         # pytest's INTERRUPTED without a stop of ours: Ctrl-C, or another plugin's stop - cases were left unrun
         self.controller.adopt()  # a stop raised by a worker after the last row reached this process
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED and self.controller.stopped is None

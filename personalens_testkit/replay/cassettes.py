@@ -105,11 +105,6 @@ class Cassettes:
             scrubbed = scrub_body(body, self.secrets, parsed=payload, spellings=False)
         return method, address(scrub_uri(uri, self.secrets)), scrubbed or b""
 
-    def never_recorded(self, uri: str) -> bool:
-        """Whether a request to ``uri``, made now, is never recorded nor replayed (the bot's own traffic): it is
-        sent as it is, its answer streamed to the caller (see :func:`~.router.install`)."""
-        return self._bot_traffic(uri, CURRENT_CALL.get())
-
     def _bot_traffic(self, uri: str, site: CallSite | None) -> bool:
         return (self.settings.assistant_is_bot and site is not None and site.role == "assistant"
                 and uri != ASSISTANT_URI)
@@ -147,7 +142,7 @@ class Cassettes:
                 path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
                 match_on=(call_matcher,), before_record_request=self.before_record_request,
                 before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
-                request_key=self.request_key, never_recorded=self.never_recorded,
+                request_key=self.request_key,
             )
         except CassetteError as exc:
             raise exc.with_command(rerecord) if rerecord else exc
@@ -161,9 +156,9 @@ class Cassettes:
 
 class ScenarioCassettes:
     """The cassette(s) of one scenario. Use as a context manager around the scenario, and
-    :meth:`phase` around its dialogue and its judging; :meth:`discard` keeps a failed
-    scenario's new recording from being saved (a half-recorded cassette would only replay
-    as a miss later)."""
+    :meth:`phase` around its dialogue and its judging. A scenario that fails keeps no new recording
+    (a half-recorded cassette would only replay as a miss later), unless its error follows from
+    answers all recorded (:func:`keeps_recording`)."""
 
     def __init__(self, cassettes: Cassettes, scenario_id: str, rerecord: str) -> None:
         self.cassettes = cassettes
@@ -171,7 +166,6 @@ class ScenarioCassettes:
         self.rerecord = rerecord
         self._stack = contextlib.ExitStack()
         self._cassettes: list[Any] = []
-        self._keep = True
 
     def __enter__(self) -> ScenarioCassettes:
         self._stack.enter_context(_set(CALL_ERRORS, self.explain))
@@ -179,14 +173,11 @@ class ScenarioCassettes:
             self._open(self.cassettes.path(self.scenario_id), self.cassettes.settings.record_mode)
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if not self._keep or exc[0] is not None:
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if not keeps_recording(exc):
             for cassette in self._cassettes:
                 cassette.dirty = False
         self._stack.close()
-
-    def discard(self) -> None:
-        self._keep = False
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -203,11 +194,10 @@ class ScenarioCassettes:
             self._cassettes.append(cassette)
             try:
                 yield
-            except BaseException:
-                cassette.dirty = False
+            except BaseException as exc:
+                if not keeps_recording(exc):
+                    cassette.dirty = False
                 raise
-            if not self._keep:
-                cassette.dirty = False
 
     def _open(self, path: Path, mode: str) -> None:
         self._cassettes.append(self._stack.enter_context(self._use(path, mode)))
@@ -233,6 +223,13 @@ class ScenarioCassettes:
             f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
             f"Re-record it: {self.rerecord}"
         )
+
+
+def keeps_recording(exc: BaseException | None) -> bool:
+    """Whether a scenario that ended so keeps what it recorded: it ended well, or in an error that follows from
+    answers all recorded (``PersonalensError.from_answers``: a judge's unreadable answer), which its replay
+    meets again. Any other error left a call unanswered: that recording would only replay as a miss."""
+    return exc is None or (isinstance(exc, PersonalensError) and exc.from_answers)
 
 
 def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: list[tuple[str, str]]) -> str:

@@ -15,6 +15,7 @@ byte for byte, and is found in one look-up. A body that says the same in other b
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Callable, Iterator
 
@@ -76,16 +77,22 @@ class StoredRequest(Request):
 _MAKING = threading.Lock()
 
 
+class _Sent:
+    """What a recording's request filter reads of a request sent (vcrpy's Request builds a headers dict first)."""
+
+    __slots__ = ("method", "uri", "body", "headers")
+
+    def __init__(self, method: str, uri: str, body: bytes, headers: Any) -> None:
+        self.method, self.uri, self.body, self.headers = method, uri, body, headers
+
+
 class IndexedCassette(Cassette):
     def __init__(self, *args: Any, request_key: Callable[[str, str, bytes, Any], Any] | None = None,
-                 never_recorded: Callable[[str], bool] | None = None, **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
         """``request_key(method, uri, body, payload)``: the raw key of a request as ``before_record_request``
-        would filter it (None: a request it drops), for :meth:`replay_answer`'s look-up;
-        ``never_recorded(uri)``: whether a request made now is one ``before_record_request`` drops, told
-        from its address alone (see :meth:`passes_through`)."""
+        would filter it (None: a request it drops), for :meth:`replay_answer`'s look-up."""
         super().__init__(*args, **kwargs)
         self._request_key = request_key
-        self._never_recorded = never_recorded
         self._appending = threading.Lock()
         #: raw key -> indices into ``data``, in recorded order
         self._index: dict[tuple[str, str, bytes], list[int]] = {}
@@ -99,19 +106,29 @@ class IndexedCassette(Cassette):
             if len(self.data) > before:
                 self._index.setdefault(raw_key(self.data[-1][0]), []).append(before)
 
-    def only_records(self) -> bool:
-        """Whether no request made now can be answered from this cassette: vcrpy would send each one and record
-        it (record mode ``all``, or a cassette with nothing loaded that plays nothing back twice) - a cassette of
-        :meth:`~personalens_testkit.replay.cassettes.Cassettes.use`, whose request filter builds the request it
-        stores (see :meth:`record_sent`)."""
-        return self._request_key is not None and not self.write_protected and (
-            self.record_mode == "all" or not (self.rewound or self.allow_playback_repeats))
+    def exchange(self, method: str, uri: str, body: bytes, payload: Any,
+                 send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A call's answer, as vcrpy's stubs decide it: a request the filter drops (a bot's own traffic) is sent and
+        kept nowhere; a recorded answer not yet played is played (unless record mode ``all``); a cassette that may
+        not record raises vcrpy's miss; else the request is sent and its answer recorded."""
+        key = self._request_key(method, uri, body, payload) if self._request_key is not None else ()
+        if key is None:
+            return send()
+        if self.write_protected:
+            answer = self.replay_answer(method, uri, body, payload, key=key or None)
+            return send() if answer is None else answer
+        sent = _Sent(method, uri, body, {"content-type": "application/json"})
+        request = Request(sent.method, sent.uri, sent.body, sent.headers)
+        if self.can_play_response_for(request):
+            return self.play_response(request)
+        answer = send()
+        self.record_sent(sent, copy.deepcopy(answer))  # the filters change what they store, never what is answered
+        return answer
 
     def record_sent(self, sent: Any, response: dict[str, Any]) -> None:
         """Record a request sent and its answer, as :meth:`append` does, for a caller that built both afresh
-        (:func:`~personalens_testkit.replay.router.install`'s httpx recorder): ``sent`` has the method, uri,
-        body and headers ``before_record_request`` reads, ``response`` is vcrpy's dict of the answer. Nothing
-        the caller holds is changed, so vcrpy's defensive copy of the answer is not needed."""
+        (:meth:`exchange`): ``sent`` has the method, uri, body and headers ``before_record_request`` reads,
+        ``response`` is vcrpy's dict of the answer, the caller's own (the filters change it)."""
         request = self._before_record_request(sent)
         if not request:
             return
@@ -167,11 +184,6 @@ class IndexedCassette(Cassette):
             if index not in exact and same_call(filtered, stored):
                 yield index, response
 
-    def passes_through(self, uri: str) -> bool:
-        """Whether a request to ``uri`` made now is neither recorded nor replayed (a bot's own traffic): the
-        router sends it past vcrpy, which would read its whole answer before the caller sees any of it."""
-        return self._never_recorded is not None and self._never_recorded(uri)
-
     def play_response(self, request: Any) -> Any:
         response = super().play_response(request)
         mark_replayed()
@@ -188,13 +200,14 @@ class IndexedCassette(Cassette):
             and (self.rewound or self.allow_playback_repeats)
         )
 
-    def replay_answer(self, method: str, uri: str, body: bytes, payload: Any = None) -> dict[str, Any] | None:
-        """The recorded response to a request if this cassette only replays (see
-        :func:`~personalens_testkit.replay.router.recorded_answer`); a miss raises vcrpy's own error."""
+    def replay_answer(self, method: str, uri: str, body: bytes, payload: Any = None, *,
+                      key: tuple[str, str, bytes] | None = None) -> dict[str, Any] | None:
+        """The recorded response to a request if this cassette only replays (None: it may record, or the filter
+        drops the request); a miss raises vcrpy's own error. ``key``: the request's key, if the caller has it."""
         if not self.write_protected:
             return None
         if self._request_key is not None:
-            key = self._request_key(method, uri, body, payload)
+            key = key if key is not None else self._request_key(method, uri, body, payload)
             if key is None:
                 return None
             for index in self._index.get(key, ()):

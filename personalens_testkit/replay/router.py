@@ -1,15 +1,14 @@
-"""vcrpy's patches, installed once per process, routed to the cassette of the calling thread.
+"""Every model call routed to the cassette of the calling thread.
 
-vcrpy patches HTTP libraries for one cassette at a time (entering and leaving its patches
-around each use): two scenarios at once in one process would send each other's requests to
-the wrong cassette. Here the patches are installed once, for a router that stands in for
-"the cassette": each call goes to the cassette active in its own thread (the ``ACTIVE``
-context variable), or straight through when none is. That makes scenarios safe to run
-concurrently in threads, and saves re-patching every library for every scenario.
+The testkit's HTTP clients (OpenAI-compatible models, the embedded one included) hand each call to
+:func:`exchange`, which answers it from the cassette active in the calling thread (the ``ACTIVE``
+context variable), or sends it and records the answer, or - none active - just sends it. A bot's own
+traffic never comes here: its clients are its own, and nothing patches them.
 
-A request that is never recorded - none is active, or it is the bot's own traffic - goes past
-vcrpy to httpx's real transport: vcrpy's stub reads a whole answer before the caller sees any of
-it, so a bot streaming 400 MB would be held in memory before its reply limit could refuse it.
+Bedrock's calls go through botocore, which vcrpy patches: installed once per process for a router
+that stands in for "the cassette" (each call goes to the one active in its own thread), since vcrpy
+patches for one cassette at a time and two scenarios at once in one process would send each other's
+requests to the wrong cassette.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import contextlib
 import sys
 import threading
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .vcr_imports import LATER, when_imported, without_unused_libraries
 
@@ -52,11 +51,11 @@ class Router:
     """Stands in for the cassette in vcrpy's patches; every attribute comes from the active one."""
 
     custom_patches: tuple[Any, ...] = ()
-    #: libraries the testkit and its backends never call models through - its clients are httpx and, for
-    #: Bedrock, botocore (patched on its own, by :func:`_patch_later`), and a bot's own traffic is never
-    #: recorded: not patched, and not imported for vcrpy (:mod:`.vcr_imports`). The standard library's
+    #: libraries not patched: the testkit's httpx clients record and replay above their transport
+    #: (:func:`exchange`), botocore is patched on its own (by :func:`_patch_later`), and a bot's own traffic is
+    #: never recorded - not imported for vcrpy either (:mod:`.vcr_imports`). The standard library's
     #: http.client stays as it is, so a library imported later builds on the real classes
-    skip_patchers = ("httplib", "httplib2", "tornado", "aiohttp", "requests", "urllib3", "boto3")
+    skip_patchers = ("httplib", "httplib2", "tornado", "aiohttp", "requests", "urllib3", "boto3", "httpx", "httpx2")
 
     @property
     def _path(self) -> str:
@@ -79,18 +78,15 @@ class Router:
 ROUTER = Router()
 
 
-def recorded_answer(method: str, uri: str, body: bytes, payload: Any = None) -> dict[str, Any] | None:
-    """The recorded response (vcrpy's dict) to a request, when this thread's cassette only replays.
+def exchange(method: str, uri: str, body: bytes, payload: Any, send: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A model call's answer (vcrpy's response dict) from this thread's cassette: replayed, or sent and recorded;
+    sent and kept nowhere when no cassette is active (the model client's :data:`~..llm.base.AnswerSource`).
 
-    A short cut past the HTTP client for clients that know their request's method, address
-    and body before sending it: the same matching, play counts and misses as vcrpy's
-    patches, without building the HTTP request. None: send it (no cassette, a recording,
-    or a call that is never recorded, such as a bot's own traffic). ``payload``: the JSON value
-    the caller encoded ``body`` from (None: not known), so that it is not parsed again.
-    """
+    The testkit's HTTP clients record and replay here, above their transport, not under vcrpy's patches: the
+    request is what the client sends, the answer what it reads (whole, within its byte budget). ``payload``: the
+    JSON value the caller encoded ``body`` from (None: not known), so that it is not parsed again."""
     active = ACTIVE.get()
-    answer = getattr(active, "replay_answer", None)
-    return answer(method, uri, body, payload) if answer is not None else None
+    return send() if active is None else active.exchange(method, uri, body, payload, send)
 
 
 def install() -> None:
@@ -109,7 +105,6 @@ def install() -> None:
         for patcher in patchers:
             patcher.__enter__()
         vcr.patch.force_reset = _no_reset
-        _pass_unrecorded_traffic_through()
         when_imported(LATER[0], _patch_later)  # now if it is there; else when it is imported
         _installed = True
 
@@ -129,90 +124,6 @@ def _patch_later(module: Any) -> None:
     _, builder = LATER
     for patcher in getattr(vcr.patch.CassettePatcherBuilder(ROUTER), builder)():
         patcher.__enter__()
-
-
-def _passes_through(request: Any) -> bool:
-    """Whether an httpx request is sent past vcrpy: no cassette is active, or the active one never records it."""
-    active = ACTIVE.get()
-    if active is None:
-        return True
-    passes = getattr(active, "passes_through", None)
-    return passes is not None and passes(str(request.url))
-
-
-def _pass_unrecorded_traffic_through() -> None:
-    """Put a switch in front of vcrpy's stubs on httpx's real transports: a request that is never recorded
-    goes to the transport vcrpy patched, its answer streamed as httpx streams it (a bot's reply limit then
-    applies as it is read); every other request goes through vcrpy's stub, as before."""
-    import vcr.patch
-
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return
-    for cls, name, real in (
-        (httpx.HTTPTransport, "handle_request", getattr(vcr.patch, "_HttpxHttpTransport_handle_request", None)),
-        (httpx.AsyncHTTPTransport, "handle_async_request",
-         getattr(vcr.patch, "_HttpxAsyncHttpTransport_handle_async_request", None)),
-    ):
-        stub = getattr(cls, name)
-        if real is None or stub is real:  # vcrpy did not patch it: nothing to go past
-            continue
-        setattr(cls, name, _switch(stub, real, asynchronous=name.endswith("async_request")))
-
-
-def _switch(stub: Any, real: Any, *, asynchronous: bool) -> Any:
-    if asynchronous:
-        async def handle_async_request(self: Any, request: Any) -> Any:
-            return await (real if _passes_through(request) else stub)(self, request)
-
-        return handle_async_request
-
-    def handle_request(self: Any, request: Any) -> Any:
-        if _passes_through(request):
-            return real(self, request)
-        active = ACTIVE.get()
-        if getattr(active, "only_records", None) is not None and active.only_records():
-            return _send_and_record(real, self, request, active)
-        return stub(self, request)
-
-    return handle_request
-
-
-class _Sent:
-    """What a recording's request filter reads of a request sent (vcrpy's Request builds a headers dict first)."""
-
-    __slots__ = ("method", "uri", "body", "headers")
-
-    def __init__(self, method: str, uri: str, body: bytes, headers: Any) -> None:
-        self.method, self.uri, self.body, self.headers = method, uri, body, headers
-
-
-def _send_and_record(real: Any, transport: Any, request: Any, cassette: Any) -> Any:
-    """vcrpy's httpx stub for a cassette that only records (``only_records``): the request sent, its whole
-    answer read and recorded, the connection released - the same steps and the same cassette entry, without
-    vcrpy's three Request objects, its checks for a recorded answer and its copies of the answer."""
-    import httpx
-
-    body = b"".join(request.stream)
-    request.stream = httpx.ByteStream(body)
-    response = real(transport, request)
-    try:
-        content = b"".join(response.stream)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            response.stream.close()
-        raise
-    with httpx._exceptions.request_context(request=response._request):
-        response.stream.close()
-    response.stream = httpx.ByteStream(content)
-    headers: dict[str, list[str]] = {}
-    for name, value in response.headers.multi_items():
-        headers.setdefault(name, []).append(value)
-    answer = {"status": {"code": response.status_code, "message": response.reason_phrase},
-              "headers": headers, "body": {"string": content}}
-    cassette.record_sent(_Sent(request.method, str(request.url), body, request.headers), answer)
-    return response
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from ..llm.entries import BedrockModel, OpenAIModel
 from ..llm.limits import LimitedChat, SharedLimiter, endpoint_of
 from ..llm.registry import ModelContext, create_entry_model, resolve_role
 from ..llm.retry import ping
-from ..replay.router import recorded_answer
+from ..replay.router import exchange
 from ..settings import RunSettings
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class ModelPool:
     # -- clients ----------------------------------------------------------------------------
     def context(self) -> ModelContext:
         return self.settings.model_context(self.local_url_for, replay_only_roles=frozenset(ROLES) - self.live_roles,
-                                           recorded_answer=recorded_answer)
+                                           exchange=exchange)
 
     def chat(self, spec: str, role: str, *, owned: bool = True) -> ChatModel:
         """The chat model a spec or [models] name stands for, for a role, behind the run's limits. An owned

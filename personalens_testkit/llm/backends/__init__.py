@@ -45,8 +45,8 @@ class ModelContext:
     local_timeout_s: float = 900.0
     #: roles whose calls only replay from cassettes: no server, no credentials needed
     replay_only_roles: frozenset[str] = frozenset()
-    #: where OpenAI-compatible clients find a replayed call's answer first (the run's cassettes), if any
-    recorded_answer: AnswerSource | None = None
+    #: where OpenAI-compatible clients' calls are recorded and replayed (the run's cassettes), if anywhere
+    exchange: AnswerSource | None = None
 
 
 @dataclass(frozen=True)

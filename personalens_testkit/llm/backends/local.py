@@ -37,7 +37,7 @@ def build(label: str, entry: LocalModel, ctx: ModelContext, role: str) -> ChatMo
         spec=label, base_url=ctx.local_url_for(settings, role), model=settings.alias(), json_dialect="llama_cpp",
         timeout_s=ctx.local_timeout_s, timeout_name="the embedded model's limit",
         max_tokens_cap=DEFAULT_LOCAL_CAPS if bundled else None,
-        max_string_chars=LOCAL_STRING_CHARS if bundled else None, answers=ctx.recorded_answer,
+        max_string_chars=LOCAL_STRING_CHARS if bundled else None, answers=ctx.exchange,
     )
 
 

@@ -42,7 +42,7 @@ def build(label: str, entry: OpenAIModel, ctx: ModelContext, role: str) -> ChatM
     return OpenAICompatibleChat(
         spec=label, base_url=entry.base_url or ctx.openai_base_url, model=entry.model,
         api_key=os.environ.get(key_env), json_dialect=entry.json_dialect, timeout_s=entry.timeout_s,
-        headers={name: expand_env(value) for name, value in entry.headers.items()}, answers=ctx.recorded_answer,
+        headers={name: expand_env(value) for name, value in entry.headers.items()}, answers=ctx.exchange,
     )
 
 
