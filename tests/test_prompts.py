@@ -166,7 +166,7 @@ def test_the_task_completion_prompt_shows_its_answer_form(sd):
     model = ScriptedModel(['{"verdict": true, "explanation": "e"}'])
     Judge(model).task_completion(sd, DIALOGUE, CallLog())
     prompt = model.requests[0].messages[1].content
-    assert '{"verdict": false, "explanation": "The goal is not met: ' in prompt
+    assert '{"verdict": false, "explanation": "The goal is not met because <reason>."}' in prompt  # upstream's placeholder
 
 
 def test_the_user_agent_sees_example_openings_and_a_terminate_example(sd):

@@ -3,7 +3,8 @@
 The testkit's HTTP clients (OpenAI-compatible models, the embedded one included) hand each call to
 :func:`exchange`, which answers it from the cassette active in the calling thread (the ``ACTIVE``
 context variable), or sends it and records the answer, or - none active - just sends it. A bot's own
-traffic never comes here: its clients are its own, and nothing patches them.
+traffic is sent and kept nowhere (the cassette's filter drops it); a bot's own HTTP clients are its
+own, and nothing patches them.
 
 Bedrock's calls go through botocore, which vcrpy patches: installed once per process for a router
 that stands in for "the cassette" (each call goes to the one active in its own thread), since vcrpy
