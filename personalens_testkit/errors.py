@@ -15,6 +15,8 @@
     │   └── ContractError            a bot's answer breaks the turn contract (the bot's fault)
     ├── JudgeAnswerError             a judge answer that cannot be parsed into scores
     ├── ReplayMissError              a call no cassette can answer in this record mode
+    │   └── CassetteMissError        the cassette's own miss (path, request, reason), said again with the
+    │                                scenario, the call and the command that records it
     └── ReplyChangedError            in an offline replay, the bot's reply differs from the recording
 
 Backend exceptions (httpx, botocore, json) are translated into these at one boundary
@@ -173,6 +175,19 @@ class JudgeAnswerError(PersonalensError):
 class ReplayMissError(PersonalensError):
     """A call that a cassette cannot answer and the record mode does not let through: which
     scenario, which call, why, and the command that re-records it."""
+
+
+class CassetteMissError(ReplayMissError):
+    """A call a cassette has no answer left for, and may not send (``reason``: ``cassette_not_found``,
+    ``already_played`` or ``nothing_similar``); the replay layer says it again with the scenario, the call and the
+    command that records it (:meth:`~personalens_testkit.replay.cassettes.ScenarioCassettes.explain`)."""
+
+    def __init__(self, path: str, request: object, reason: str) -> None:
+        super().__init__(f"{path}: no recorded answer left for {request!r} ({reason})")
+        self.path = path
+        #: the request as it would have been stored (:class:`~personalens_testkit.replay.cassette.Request`)
+        self.request = request
+        self.reason = reason
 
 
 class ReplyChangedError(PersonalensError):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from vcr.request import Request
+from personalens_testkit.replay.cassette import Request
 
 from personalens_testkit.replay.matching import canonical_body
 from personalens_testkit.replay.scrub import REDACTED, is_secret_name, normalise_uri, scrub_body
@@ -84,22 +84,23 @@ def test_bodies_match_as_canonical_json():
 
 
 def test_botocore_never_retries_a_replay_miss(tmp_path, monkeypatch):
-    """botocore wraps vcrpy's miss as a connection error and retries it (8 attempts here): not ours."""
-    from vcr.errors import CannotOverwriteExistingCassetteException
-
+    """A miss in botocore's ``before-send`` is raised as it is, once: never taken for a connection error and retried
+    (vcrpy's was: 8 attempts)."""
+    from personalens_testkit.errors import CassetteMissError
     from personalens_testkit.llm.bedrock import make_client
+    from personalens_testkit.replay.router import exchange
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    client = make_client(None, replay_only=True)  # no credentials, no region: placeholders
+    client = make_client(None, replay_only=True, exchange=exchange)  # no credentials, no region: placeholders
     attempts = []
-    client.meta.events.register("before-send.*", lambda **kwargs: attempts.append(1))
+    client.meta.events.register_first("before-send.*", lambda **kwargs: attempts.append(1))
     cassettes = Cassettes(CassetteSettings(cassette_dir=tmp_path, assistant="reference"))
     with cassettes.use(tmp_path / "empty.json.xz", "none"):
-        with pytest.raises(CannotOverwriteExistingCassetteException) as caught:
+        with pytest.raises(CassetteMissError) as caught:
             client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
     assert caught.value.reason == "cassette_not_found"
     assert len(attempts) == 1

@@ -1,5 +1,5 @@
 """--concurrency K: scenarios evaluated K at a time in threads of one process. Each scenario's
-calls land in its own cassette (vcrpy's patches are routed per thread), rows come out complete
+calls land in its own cassette (the cassette active in its own thread answers it), rows come out complete
 and in case order, and a replay of what was recorded concurrently reproduces it."""
 
 from __future__ import annotations

@@ -423,3 +423,30 @@ def test_a_new_setting_is_part_of_the_identity_unless_declared_not_to_be():
     one = Run(RunSettings(resolved={"a_new_setting": 1}), run_id="r", is_controller=False).cases.identity
     two = Run(RunSettings(resolved={"a_new_setting": 2}), run_id="r", is_controller=False).cases.identity
     assert identity_difference(two, one) == "settings.a_new_setting"
+
+
+def test_a_resume_given_node_ids_finds_a_scored_case_and_keeps_its_row_running_only_the_others(pytester, tmp_path):
+    """Node ids on the command line (as `--lf` or a CI retry passes them): one that names a case the --resume
+    results scored is found - not "not found" - and stands as its kept row (deselected, never called again); the
+    other named cases run. Rows written == cases: the kept rows and the one run."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        results = first_run(pytester, fake, tmp_path)
+        rows = read_rows(results)
+        partial = tmp_path / "partial.jsonl"
+        partial.write_text("".join(json.dumps(row) + "\n" for row in rows[:3]))
+        listed = pytester.runpytest_subprocess("--assistant", "botA", *ALARM, *LIVE, "--collect-only", "-q",
+                                               timeout=120)
+        ids = {row["scenario_id"]: next(line for line in listed.stdout.lines if f"[{row['scenario_id']}]" in line)
+               for row in rows}
+        scored, unscored = ids[rows[0]["scenario_id"]], ids[rows[3]["scenario_id"]]
+        calls = len(fake.requests)
+        alone, kept = run_rows(pytester, "--assistant", "botA", *ALARM, *LIVE, "--resume", str(partial), scored)
+        assert alone.ret == pytest.ExitCode.OK, alone.stdout.str()[-3000:]
+        assert "not found" not in alone.stdout.str() + alone.stderr.str()
+        alone.assert_outcomes(deselected=1)
+        assert len(fake.requests) == calls and len(kept) == 3  # nothing called: the three kept rows, as they were
+        both, new_rows = run_rows(pytester, "--assistant", "botA", *ALARM, *LIVE, "--resume", str(partial), scored,
+                                  unscored)
+    assert both.ret == pytest.ExitCode.OK, both.stdout.str()[-3000:]
+    both.assert_outcomes(passed=1, deselected=1)
+    assert sorted(r["scenario_id"] for r in new_rows) == sorted(r["scenario_id"] for r in rows)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
 
 from ..errors import ReplyChangedError
+from ..replay.cassette import Cassette, Request
 from ..replay.cassettes import ASSISTANT_URI
 from ..replay.router import ACTIVE
 from ..replay.scrub import scrub_response
@@ -44,18 +44,13 @@ class RecordedBot:
         self.replay = replay
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
-        from vcr.errors import CannotOverwriteExistingCassetteException
-        from vcr.request import Request
-
         cassette = ACTIVE.get()
         if cassette is None:
             return self.inner.reply(turn)
         body = json.dumps(request_payload(turn), sort_keys=True, ensure_ascii=False).encode("utf-8")
         request = Request("POST", ASSISTANT_URI, body, {"content-type": "application/json"})
         if self.replay:
-            if not cassette.can_play_response_for(request):
-                raise CannotOverwriteExistingCassetteException(cassette=cassette, failed_request=request)
-            return parse_reply(json.loads(cassette.play_response(request)["body"]["string"]))
+            return parse_reply(json.loads(cassette.play(request)["body"]["string"]))
         reply = self.inner.reply(turn)
         recorded = self._recorded_replies(cassette, request)
         same = not recorded or reply.text in recorded or _as_stored(reply.text) in recorded  # stored with no secret
@@ -68,7 +63,7 @@ class RecordedBot:
         if not (cassette.record_mode == "new_episodes" and recorded and same):  # not stored twice
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
-            cassette.append(request, {
+            cassette.record(request, {
                 "status": {"code": 200, "message": "OK"},
                 "headers": {"content-type": ["application/json"]},
                 "body": {"string": answer},
@@ -76,11 +71,11 @@ class RecordedBot:
         return reply
 
     @staticmethod
-    def _recorded_replies(cassette: Any, request: Any) -> list[str]:
+    def _recorded_replies(cassette: Cassette, request: Request) -> list[str]:
         """The replies recorded for this very turn (the same request), read without playing them."""
-        if cassette.record_mode == "all" or not hasattr(cassette, "recorded_responses"):
+        if cassette.record_mode == "all":
             return []
-        return [json.loads(found["body"]["string"]).get("reply") for found in cassette.recorded_responses(request)]
+        return [json.loads(found["body"]["string"]).get("reply") for found in cassette.answers_to(request)]
 
     def check(self) -> None:
         if not self.replay:

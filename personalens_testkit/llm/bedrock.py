@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal
+import threading
+from typing import Any, Iterator, Literal
 
 from .. import untrusted_json
 from ..errors import ModelError
 from ..timebox import TimeLimit, call_by_deadline
 from ..untrusted_json import MAX_ANSWER_VALUES
-from .base import ChatRequest, ChatResponse, Message
+from .base import AnswerSource, ChatRequest, ChatResponse, Message
 from .timeouts import CONNECT_S, timed_out
 
 JsonMode = Literal["tool", "any", "none"]
@@ -118,9 +119,14 @@ def check_aws(region: str | None) -> None:
 
 def make_client(
     region: str | None, *, read_timeout_s: float = 300.0, endpoint_url: str | None = None, replay_only: bool = False,
+    exchange: AnswerSource | None = None,
 ) -> Any:
     """A bedrock-runtime client on the standard credential chain: one attempt per call (the run's
     retry policy does the retrying), the given read timeout.
+
+    ``exchange``: the run's recordings, which answer each call or send it and record the answer
+    (:data:`~.base.AnswerSource`), through botocore's public ``before-send`` event: a handler that returns a
+    response is what botocore reads, so the request signed for the model is what the cassette matches.
 
     ``replay_only``: the client's calls are answered by a cassette, so it signs with placeholder
     credentials, whatever the environment holds (botocore signs before the cassette sees the
@@ -144,9 +150,66 @@ def make_client(
     if session.region_name is None:
         raise ModelError("no AWS region: set AWS_DEFAULT_REGION or AWS_REGION, or region in the model's config entry")
     client = session.client("bedrock-runtime", config=config, endpoint_url=endpoint_url)
-    client.meta.events.register_first("needs-retry.*", _never_retry_a_replay_miss)
+    if exchange is not None:
+        client.meta.events.register("before-send.bedrock-runtime", Exchanged(client.meta.config, exchange))
     client.meta.events.register("before-parse.bedrock-runtime.Converse", _read_unambiguously)
     return client
+
+
+class Exchanged:
+    """botocore's ``before-send`` handler that answers a call from the run's recordings (``exchange``): replayed,
+    or sent by a session of botocore's own (:class:`botocore.httpsession.URLLib3Session`, configured as the client's:
+    its time-outs, the environment's proxies, ``AWS_CA_BUNDLE``) and recorded."""
+
+    def __init__(self, config: Any, exchange: AnswerSource) -> None:
+        self.config = config
+        self.exchange = exchange
+        self._session: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        body = request.body if isinstance(request.body, bytes) else (request.body or b"")
+        if not isinstance(body, bytes):
+            body = body.encode("utf-8") if isinstance(body, str) else body.read()
+        answer = self.exchange(request.method, request.url, body, None, lambda: self._send(request))
+        headers = {name: ", ".join(value) if isinstance(value, list) else str(value)
+                   for name, value in (answer.get("headers") or {}).items()}
+        content = answer["body"]["string"]
+        content = content.encode("utf-8") if isinstance(content, str) else content
+        return AWSResponse(request.url, answer["status"]["code"], headers, _Body(content))
+
+    def _send(self, request: Any) -> dict[str, Any]:
+        response = self._http(request.url).send(request)
+        return {"status": {"code": response.status_code, "message": ""},
+                "headers": {name: [value] for name, value in response.headers.items()},
+                "body": {"string": response.content}}
+
+    def _http(self, url: str) -> Any:
+        """The session, made on the first call sent (its proxies are the environment's for the endpoint's URL, as
+        botocore's own endpoint takes them)."""
+        from botocore.httpsession import URLLib3Session
+        from botocore.utils import get_environ_proxies
+
+        with self._lock:
+            if self._session is None:
+                config = self.config
+                self._session = URLLib3Session(
+                    verify=os.environ.get("AWS_CA_BUNDLE") or True, proxies=config.proxies or get_environ_proxies(url),
+                    timeout=(config.connect_timeout, config.read_timeout), max_pool_connections=config.max_pool_connections,
+                    proxies_config=config.proxies_config, client_cert=config.client_cert)
+            return self._session
+
+
+class _Body:
+    """A recorded answer's body, as botocore reads a response's (``stream()``)."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.content
 
 
 def _read_unambiguously(response_dict: dict[str, Any], **_: Any) -> None:
@@ -156,20 +219,13 @@ def _read_unambiguously(response_dict: dict[str, Any], **_: Any) -> None:
         untrusted_json.loads(response_dict.get("body") or b"{}", max_values=MAX_ANSWER_VALUES)
 
 
-def _never_retry_a_replay_miss(caught_exception: BaseException | None = None, **_: Any) -> None:
-    """botocore wraps a cassette miss (vcrpy) as a connection error and would retry it: raise it at once."""
-    inner = getattr(caught_exception, "kwargs", {}).get("error") if caught_exception is not None else None
-    if type(inner).__name__ == "CannotOverwriteExistingCassetteException":
-        raise inner
-
-
 class BedrockChat:
     """A chat model on Amazon Bedrock (``bedrock:<model id or inference profile>``)."""
 
     def __init__(
         self, *, spec: str, model_id: str, region: str | None = None, client: Any = None,
         json_mode: JsonMode | None = None, read_timeout_s: float = 300.0, endpoint_url: str | None = None,
-        replay_only: bool = False, prompt_cache: bool | None = None,
+        replay_only: bool = False, prompt_cache: bool | None = None, exchange: AnswerSource | None = None,
     ) -> None:
         self.spec = spec
         self.model_id = model_id
@@ -179,7 +235,8 @@ class BedrockChat:
         #: the most one call may take, as a whole
         self.timeout_s = read_timeout_s
         self._client = client if client is not None else make_client(
-            region, read_timeout_s=read_timeout_s, endpoint_url=endpoint_url, replay_only=replay_only)
+            region, read_timeout_s=read_timeout_s, endpoint_url=endpoint_url, replay_only=replay_only,
+            exchange=exchange)
 
     def __repr__(self) -> str:
         return f"BedrockChat(spec={self.spec!r}, model_id={self.model_id!r})"

@@ -72,16 +72,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A suite with no scenario selected (e.g. ``--task-kind sd`` for the multi-domain file) is deselected, not
-    skipped; with ``--stop-when-decided`` the cases run in the decision's order; a case expected to fail is
+    skipped, and so is a case the ``--resume`` results scored (a node id that names one is found, and its kept row
+    stands for it); with ``--stop-when-decided`` the cases run in the decision's order; a case expected to fail is
     marked so (a pass shows as XPASS)."""
     def empty(item: pytest.Item) -> bool:
         return item.get_closest_marker(MARKER) is not None and is_case(item) is None
 
-    dropped = [item for item in items if empty(item)]
+    run = config.stash.get(STATE, None)
+
+    def left_out(item: pytest.Item) -> bool:  # no scenario, or one the --resume results scored already
+        case = is_case(item)
+        return empty(item) or (run is not None and case is not None and run.resumed_case(*case))
+
+    dropped = [item for item in items if left_out(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not empty(item)]
-    run = config.stash.get(STATE, None)
+        items[:] = [item for item in items if not left_out(item)]
     if run is not None and run.settings.stop_when_decided:  # every process sorts alike: xdist sees one order
         from ..run.early_stop import order_key  # --stop-when-decided only: loaded for it
 

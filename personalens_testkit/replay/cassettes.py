@@ -1,7 +1,7 @@
 """Cassettes around a scenario's calls: record, replay, explain misses.
 
 A :class:`Cassettes` object (one per process) opens a :class:`ScenarioCassettes` per
-scenario, which opens the scenario's cassette with vcrpy for the dialogue and the judging,
+scenario, which opens the scenario's cassette (:class:`~.cassette.Cassette`) for the dialogue and the judging,
 or, when re-judging, replays the dialogue from the scenario's cassette and records or
 replays the judge's calls in a cassette of their own (``rejudged/<judge>/``).
 
@@ -17,20 +17,20 @@ the cassette as ``ASSISTANT_URI`` interactions, which only ``--rejudge`` replays
 from __future__ import annotations
 
 import contextlib
-import json
+import zlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..callsite import CALL_ERRORS, CURRENT_CALL, CallSite
-from ..errors import CassetteError, PersonalensError, ReplayMissError, ReplyChangedError
+from ..errors import CassetteError, CassetteMissError, PersonalensError, ReplayMissError, ReplyChangedError
 from ..secrets import secret_values
-from .matching import address, body_difference, call_matcher
+from .cassette import Cassette, Request
+from .matching import address, body_difference
 from .scrub import CALL_HEADER, scrub_body, scrub_request_headers, scrub_response, scrub_uri
-from . import router
 from .router import ACTIVE
-from .store import JsonBytesSerializer, XzPersister, assistant_dir, cassette_path
+from .store import assistant_dir, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
 
@@ -38,7 +38,6 @@ ASSISTANT_URI = "http://assistant.personalens/reply"
 _REASONS = {
     "cassette_not_found": "there is no cassette",
     "already_played": "the recording holds no further answer to this request (the dialogue ran longer than when it was recorded)",
-    "no_match": "no recorded request matches it (prompts, model settings or the assistant's replies differ from the recording)",
     "nothing_similar": "no recorded request matches it (prompts, model settings or the assistant's replies differ from the recording)",
 }
 
@@ -76,11 +75,10 @@ class Cassettes:
     def for_scenario(self, scenario_id: str, rerecord: str) -> ScenarioCassettes:
         return ScenarioCassettes(self, scenario_id, rerecord)
 
-    # -- vcrpy hooks --------------------------------------------------------------------
-    def before_record_request(self, request: Any) -> Any:
-        """The request as matched and stored: a new object (the live one is never changed)."""
-        from vcr.request import Request
-
+    # -- what is stored ------------------------------------------------------------------
+    def before_record_request(self, request: Any) -> Request | None:
+        """The request as matched and stored: a new object (the one sent is never changed); None for one never
+        recorded (a bot's own traffic). ``request``: ours, or any with method, uri, body and headers (vcrpy's)."""
         site = CURRENT_CALL.get()
         if self._bot_traffic(request.uri, site):
             return None  # the bot's own traffic: live, and not recorded (its turns are)
@@ -98,7 +96,7 @@ class Cassettes:
             return None
         # not through the memo: a replayed call's body comes once, the memo serves vcrpy's repeated filtering. A quick
         # key: the secrets' plain forms only - a body that holds one spelled otherwise (a bot's reply) misses here and
-        # is found the full way (IndexedCassette.replay_answer goes on through before_record_request)
+        # is found the full way (Cassette.exchange goes on through before_record_request)
         if payload is None:
             scrubbed = scrub_body(body, self.secrets, spellings=False)
         else:
@@ -110,7 +108,7 @@ class Cassettes:
                 and uri != ASSISTANT_URI)
 
     def _cleaned(self, uri: str, body: Any) -> tuple[str, bytes | None]:
-        """Normalised URI and scrubbed body, memoised: vcrpy filters each request several times."""
+        """Normalised URI and scrubbed body, memoised: a request is filtered again to play, record and explain it."""
         data = body.encode("utf-8") if isinstance(body, str) else body
         key = (uri, data)
         found = self._memo.get(key)
@@ -121,27 +119,21 @@ class Cassettes:
         return found
 
     def before_record_response(self, response: dict[str, Any]) -> dict[str, Any]:
-        """The answer as stored: decompressed (vcrpy's ``decode_response``, for an answer that says it is
-        compressed) and scrubbed. Changes the dict it is given: vcrpy's ``append`` hands a copy."""
-        if any(str(name).lower() == "content-encoding" for name in response.get("headers") or {}):
-            from vcr.filters import decode_response
-
-            response = decode_response(response)
-        return scrub_response(response, self.secrets)
+        """The answer as stored: decompressed (for an answer that says it is compressed) and scrubbed. Changes the
+        dict it is given: a cassette hands a copy."""
+        return scrub_response(decoded(response), self.secrets)
 
     @contextlib.contextmanager
-    def use(self, path: Path, mode: str, rerecord: str = "") -> Iterator[Any]:
-        """The vcrpy cassette at ``path`` in record ``mode`` (our storage, matching and filters), active
-        in this thread while the context lasts, saved at its end (unless marked not ``dirty``). A cassette
-        that cannot be replayed is a CassetteError naming it, and ``rerecord``, the command that records it again."""
-        from .indexed import IndexedCassette
+    def use(self, path: Path, mode: str, rerecord: str = "") -> Iterator[Cassette]:
+        """The cassette at ``path`` in record ``mode`` (our storage, matching and filters), active in this thread
+        while the context lasts, saved at its end (unless marked not ``dirty``). A cassette that cannot be replayed
+        is a CassetteError naming it, and ``rerecord``, the command that records it again."""
+        from .store import JsonBytesSerializer, XzPersister
 
-        router.install()
         try:
-            cassette = IndexedCassette.load(
-                path=str(path), serializer=JsonBytesSerializer, persister=XzPersister, record_mode=mode,
-                match_on=(call_matcher,), before_record_request=self.before_record_request,
-                before_record_response=self.before_record_response, drop_unused_requests=mode == "all",
+            cassette = Cassette.open(
+                path, record_mode=mode, persister=XzPersister, serializer=JsonBytesSerializer,
+                filter_request=self.before_record_request, filter_response=self.before_record_response,
                 request_key=self.request_key,
             )
         except CassetteError as exc:
@@ -151,7 +143,7 @@ class Cassettes:
             yield cassette
         finally:
             ACTIVE.reset(token)
-            cassette._save()  # vcrpy's own context does the same; a clean cassette is not written
+            cassette.save()
 
 
 class ScenarioCassettes:
@@ -213,16 +205,41 @@ class ScenarioCassettes:
         miss = find_miss(exc)
         if miss is None:
             return exc if isinstance(exc, ReplayMissError) else None
-        reason = getattr(miss, "reason", "no_match")
-        cassette = getattr(miss, "cassette", None)
         detail = ""
-        if reason in ("no_match", "nothing_similar") and cassette is not None:
-            detail = _same_call_difference(cassette, getattr(miss, "failed_request", None), site, self.cassettes.secrets)
-        cassette = getattr(cassette, "_path", "")
+        if miss.reason == "nothing_similar":
+            detail = _same_call_difference(ACTIVE.get(), miss.request, site, self.cassettes.secrets)
         return ReplayMissError(
-            f"{self.scenario_id}: {site.describe()}: {_REASONS.get(reason, reason)} in {cassette}{detail}. "
+            f"{self.scenario_id}: {site.describe()}: {_REASONS.get(miss.reason, miss.reason)} in {miss.path}{detail}. "
             f"Re-record it: {self.rerecord}"
         )
+
+
+#: zlib's window bits per content-encoding: gzip's header, or a zlib stream (HTTP's "deflate")
+_DECODERS = {"gzip": 16 + 15, "x-gzip": 16 + 15, "deflate": 15}
+
+
+def decoded(response: dict[str, Any]) -> dict[str, Any]:
+    """An answer with a gzip or deflate body decompressed and its ``content-encoding`` header gone: a cassette holds
+    what the caller read. Another encoding, or a body that does not decompress within a cassette's bound
+    (:data:`~.store.MAX_CASSETTE_BYTES`), stays as it is."""
+    headers = response.get("headers") or {}
+    name = next((name for name in headers if str(name).lower() == "content-encoding"), None)
+    values = headers.get(name) if name is not None else None
+    encoding = (values[0] if isinstance(values, list) and values else str(values or "")).strip().lower()
+    body = (response.get("body") or {}).get("string")
+    if encoding not in _DECODERS or not isinstance(body, (bytes, bytearray)):
+        return response
+    from .store import MAX_CASSETTE_BYTES
+
+    inflater = zlib.decompressobj(_DECODERS[encoding])
+    try:
+        plain = inflater.decompress(bytes(body), MAX_CASSETTE_BYTES)
+    except zlib.error:
+        return response
+    if inflater.unconsumed_tail:
+        return response
+    kept = {key: value for key, value in headers.items() if key != name}
+    return {**response, "headers": kept, "body": {**response["body"], "string": plain}}
 
 
 def keeps_recording(exc: BaseException | None) -> bool:
@@ -232,29 +249,26 @@ def keeps_recording(exc: BaseException | None) -> bool:
     return exc is None or (isinstance(exc, PersonalensError) and exc.from_answers)
 
 
-def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: list[tuple[str, str]]) -> str:
+def _same_call_difference(cassette: Cassette | None, request: Any, site: CallSite,
+                          secrets: list[tuple[str, str]]) -> str:
     """How the request differs from the one recorded for the same call (role, label, turn), if any was."""
     label = f"{site.role};{site.label};{site.turn}"
-    for stored, _ in cassette.data:
-        values = stored.headers.get(CALL_HEADER) or []
-        if label in (values if isinstance(values, list) else [values]):
-            now = scrub_uri(getattr(request, "uri", ""), secrets)
+    for stored, _ in cassette.data if cassette is not None else ():
+        if stored.headers.get(CALL_HEADER) == label:
+            now = scrub_uri(request.uri, secrets)
             if address(now) != address(stored.uri):
                 return f" (the recorded request of this call went to {stored.uri}, this one to {now})"
-            found = body_difference(stored.body, scrub_body(getattr(request, "body", None), secrets))
+            found = body_difference(stored.body, scrub_body(request.body, secrets))
             return f" (the recorded request of this call {found})" if found else ""
     return " (the recording has no such call)"
 
 
-def find_miss(exc: BaseException | None) -> BaseException | None:
-    """vcrpy's CannotOverwriteExistingCassetteException in an exception, its causes, or botocore's wrapper."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if type(exc).__name__ == "CannotOverwriteExistingCassetteException":
+def find_miss(exc: BaseException | None) -> CassetteMissError | None:
+    """A cassette's miss in an exception or its causes (a client may raise its own error from it)."""
+    for _ in range(10):
+        if exc is None or isinstance(exc, CassetteMissError):
             return exc
-        inner = getattr(exc, "kwargs", {}).get("error") if isinstance(getattr(exc, "kwargs", None), dict) else None
-        exc = inner if isinstance(inner, BaseException) else (exc.__cause__ or exc.__context__)
-        seen += 1
+        exc = exc.__cause__ or exc.__context__
     return None
 
 

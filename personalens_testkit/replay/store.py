@@ -34,6 +34,7 @@ from pydantic_core import from_json
 from ..errors import CassetteError, dotted
 from ..files import BoundedReadError, read_xz, write_bytes_atomically
 from ..untrusted_json import UntrustedJsonError, check_values
+from .cassette import FORMAT_VERSION, Request, interactions, read_answer
 
 SUFFIX = ".json.xz"
 #: The most a cassette may decompress to. The largest recorded here is 0.85 MB (a 30-turn multi-domain
@@ -125,7 +126,7 @@ def _bytes_within(value: Any) -> Any:
 
 
 class JsonBytesSerializer:
-    """vcrpy serializer: JSON text that can hold bytes."""
+    """A cassette as JSON text that can hold bytes (vcrpy's serializer protocol)."""
 
     @staticmethod
     def serialize(cassette_dict: dict[str, Any]) -> str:
@@ -137,7 +138,8 @@ class JsonBytesSerializer:
 
 
 class XzPersister:
-    """vcrpy persister: xz-compressed files, written to a temporary file and renamed into place.
+    """xz-compressed cassette files, written to a temporary file and renamed into place (vcrpy's persister
+    protocol: vcrpy's ``use_cassette`` reads and writes ours with it).
 
     A reader (or a crash) never sees half a cassette, and concurrent xdist workers never
     race on creating the folder.
@@ -145,15 +147,14 @@ class XzPersister:
 
     @staticmethod
     def load_cassette(cassette_path: str | os.PathLike[str], serializer: Any) -> Any:
-        """vcrpy's (requests, responses[, metadata]) of a cassette; vcrpy's CassetteNotFoundError when there is no
-        file, a CassetteError naming the file and what is wrong with it when it cannot be replayed."""
-        from vcr.persisters.filesystem import CassetteNotFoundError
-
+        """A cassette's (requests, responses[, metadata]), as vcrpy's persisters give them (each request a
+        :class:`~.cassette.Request`); FileNotFoundError when there is no file, a CassetteError naming the file and
+        what is wrong with it when it cannot be replayed."""
         path = Path(cassette_path)
         try:
             data = read_xz(path, MAX_CASSETTE_BYTES)
         except FileNotFoundError:
-            raise CassetteNotFoundError() from None
+            raise
         except OSError as exc:
             raise CassetteError(path, f"cannot be read ({exc.strerror or exc})") from None
         except BoundedReadError as exc:
@@ -189,18 +190,21 @@ class XzPersister:
                 raise CassetteError(path, f"holds the recording of {key} {str(recorded[key])[:120]!r}, not of "
                                           f"{value!r} (cassettes swapped, renamed or moved): put it back where it "
                                           "was, or record this one again with --record-mode all")
-        return _interactions(cassette)
+        return _interactions(cassette, path)
 
     @staticmethod
     def save_cassette(cassette_path: str | os.PathLike[str], cassette_dict: dict[str, Any], serializer: Any) -> None:
-        from vcr.serialize import serialize
-
+        """Write ``{"requests", "responses"[, "metadata"]}`` (vcrpy's persister protocol; a request is ours or
+        vcrpy's) in the stored form (:func:`~.cassette.interactions`), with ``serializer`` (ours if None)."""
         # the scenario it records, so a cassette under another's name is told apart from a changed dialogue
         cassette_dict = {**cassette_dict, "metadata": {**(cassette_dict.get("metadata") or {}),
                                                        **_place_of(Path(cassette_path))}}
         # preset 3: 4 % larger than 6 (10.9 vs 10.5 KB for the shipped 20-turn dialogues), 5 times faster (4.3 vs
         # 22.8 CPU-ms; bench/README.md); the recording thread writes one per scenario
-        data = lzma.compress(serialize(cassette_dict, serializer).encode("utf-8"), preset=3)
+        stored = {"version": FORMAT_VERSION,
+                  "interactions": interactions(cassette_dict["requests"], cassette_dict["responses"]),
+                  "metadata": cassette_dict["metadata"]}
+        data = lzma.compress((serializer or JsonBytesSerializer).serialize(stored).encode("utf-8"), preset=3)
         write_bytes_atomically(Path(cassette_path), data)
 
 
@@ -257,14 +261,16 @@ def _kind(value: Any) -> str:
             float: "a number", type(None): "null", bytes: "base64 bytes"}.get(type(value), type(value).__name__)
 
 
-def _interactions(cassette: dict[str, Any]) -> Any:
-    """vcrpy's form of a cassette checked by :func:`_not_a_cassette`, as its deserializer gives it."""
-    from vcr.serializers import compat
-
-    from .indexed import StoredRequest
-
-    requests = [StoredRequest(item["request"]) for item in cassette["interactions"]]
-    responses = [compat.convert_to_bytes(item["response"]) for item in cassette["interactions"]]
+def _interactions(cassette: dict[str, Any], path: Path) -> Any:
+    """The (requests, responses[, metadata]) of a cassette checked by :func:`_not_a_cassette`."""
+    requests = []
+    for number, item in enumerate(cassette["interactions"]):
+        try:
+            requests.append(Request.stored(item["request"]))
+        except UnicodeEncodeError:
+            raise CassetteError(path, f"not a cassette of ours: {dotted(('interactions', number, 'request', 'body'))}: "
+                                      "not UTF-8 text (a lone surrogate)") from None
+    responses = [read_answer(item["response"]) for item in cassette["interactions"]]
     if cassette.get("metadata"):
         return requests, responses, cassette["metadata"]
     return requests, responses

@@ -50,11 +50,12 @@ class RunCases:
     @cached_property
     def all(self) -> list[tuple[Scenario, int]]:
         """The selected cases (:attr:`selected`) not yet scored in the ``--resume`` results."""
-        cases = self.selected
-        if self.resumed:
-            done = {row.case_id for row in self.resumed}
-            cases = [(sc, r) for sc, r in cases if case_id(sc.scenario_id, r) not in done]
-        return cases
+        return [(sc, r) for sc, r in self.selected if case_id(sc.scenario_id, r) not in self.done]
+
+    @cached_property
+    def done(self) -> frozenset[str]:
+        """The case ids the ``--resume`` results scored (kept rows: not run again)."""
+        return frozenset(row.case_id for row in self.resumed)
 
     @cached_property
     def resumed(self) -> list[ResultRow]:

@@ -42,7 +42,7 @@ def build(label: str, entry: BedrockModel, ctx: ModelContext, role: str) -> Chat
     replay_only = role in ctx.replay_only_roles
     return BedrockChat(spec=label, model_id=entry.model, region=entry.region, json_mode=entry.json_mode,
                        read_timeout_s=entry.timeout_s, endpoint_url=entry.endpoint_url, replay_only=replay_only,
-                       prompt_cache=entry.prompt_cache)
+                       prompt_cache=entry.prompt_cache, exchange=ctx.exchange)
 
 
 def check(entry: BedrockModel) -> None:
