@@ -1,12 +1,12 @@
 """CPU per recorded live call: one model call through the testkit's own path, recorded to a cassette, against a
 bare httpx call of the same bytes to the same server.
 
-    python bench/call_overhead.py [--calls 240] [--turns 12] [--repeat 5]
+    python bench/call_overhead.py [--calls 240] [--turns 12] [--repeat 5] [--max-concurrency 4]
 
 - ours: ``OpenAICompatibleChat.complete`` through ``make_call`` (the call site, the retry policy, the scenario's
-  deadline) inside a cassette that records every call (``all``: the body scrubbed, the request keyed, vcrpy's
-  stub on httpx's transport), the cassette written (xz) when each dialogue of ``--turns`` calls ends, as a
-  scenario's is;
+  deadline) behind the run's ``--max-concurrency`` limit (its slot files; 0: no limit), inside a cassette that
+  records every call (``all``: the body scrubbed, the request keyed, the exchange above the client's transport),
+  the cassette written (xz) when each dialogue of ``--turns`` calls ends, as a scenario's is;
 - bare: ``httpx.Client.post`` of the same payload, its JSON body encoded in the call as a client's is, the JSON
   answer decoded; and beside it the same with the bodies encoded before the timing (this script's only bare
   call until 2026-11-27).
@@ -35,9 +35,11 @@ import httpx  # noqa: E402
 from personalens_testkit.callsite import CallSite  # noqa: E402
 from personalens_testkit.llm.base import ChatRequest, Message  # noqa: E402
 from personalens_testkit.llm.calling import make_call  # noqa: E402
+from personalens_testkit.llm.limits import LimitedChat, Limits, SharedLimiter  # noqa: E402
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat  # noqa: E402
 from personalens_testkit.llm.retry import RetryPolicy  # noqa: E402
 from personalens_testkit.replay.cassettes import Cassettes, CassetteSettings  # noqa: E402
+from personalens_testkit.replay.router import exchange  # noqa: E402
 from tests.support.fake_llm import FakeLLM, Script  # noqa: E402  (the tests' loopback server)
 
 SENTENCE = "I would like to plan something for the weekend that suits my preferences and my schedule. "
@@ -55,10 +57,13 @@ def requests(turns: int) -> list[ChatRequest]:
     return made
 
 
-def ours(url: str, folder: Path, dialogues: list[list[ChatRequest]]) -> float:
-    """CPU-s of the calling thread for every call of every dialogue, each dialogue recorded to its cassette."""
+def ours(url: str, folder: Path, dialogues: list[list[ChatRequest]], limit: int) -> float:
+    """CPU-s of the calling thread for every call of every dialogue, each dialogue recorded to its cassette, behind
+    ``limit`` slots (0: none)."""
     cassettes = Cassettes(CassetteSettings(cassette_dir=folder, assistant="reference", record_mode="all"))
-    model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=url, model="fake-bot")
+    model = OpenAICompatibleChat(spec="openai:fake-bot", base_url=url, model="fake-bot", answers=exchange)
+    if limit:
+        model = LimitedChat(model, SharedLimiter(folder / ".limits", url, Limits(max_concurrency=limit)))
     policy = RetryPolicy(attempts=4)
     started = time.thread_time()
     for number, dialogue in enumerate(dialogues):
@@ -100,19 +105,21 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=240)
     parser.add_argument("--turns", type=int, default=12, help="calls per dialogue (one cassette each)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--max-concurrency", type=int, default=4, help="the limit our calls go through (0: none)")
     args = parser.parse_args()
     dialogues = [requests(args.turns) for _ in range(max(1, args.calls // args.turns))]
     calls = sum(len(d) for d in dialogues)
     runs: dict[str, list[float]] = {"ours": [], "bare": [], "pre": []}
     with FakeLLM(Script()) as fake, tempfile.TemporaryDirectory() as tmp:
-        ours(fake.url, Path(tmp) / "warm", dialogues[:1])  # imports and first connections, not counted
+        ours(fake.url, Path(tmp) / "warm", dialogues[:1], args.max_concurrency)  # imports and first connections, not counted
         bare(fake.url, dialogues[:1])
         for attempt in range(args.repeat):
-            runs["ours"].append(ours(fake.url, Path(tmp) / f"r{attempt}", dialogues))
+            runs["ours"].append(ours(fake.url, Path(tmp) / f"r{attempt}", dialogues, args.max_concurrency))
             runs["bare"].append(bare(fake.url, dialogues))
             runs["pre"].append(bare(fake.url, dialogues, encoded=True))
     per_call = {name: statistics.median(values) / calls * 1000 for name, values in runs.items()}
-    print(f"{calls} calls in {len(dialogues)} dialogues, {args.repeat} runs each: CPU per call (median) "
+    limit = f"--max-concurrency {args.max_concurrency}" if args.max_concurrency else "no limit"
+    print(f"{calls} calls in {len(dialogues)} dialogues, {args.repeat} runs each, ours behind {limit}: CPU per call (median) "
           f"ours {per_call['ours']:.2f} ms, bare {per_call['bare']:.2f} ms: ratio {per_call['ours'] / per_call['bare']:.2f}x "
           f"(goal <= 1.5x); against a bare call of a body encoded before it ({per_call['pre']:.2f} ms): "
           f"{per_call['ours'] / per_call['pre']:.2f}x")

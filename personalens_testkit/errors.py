@@ -35,7 +35,12 @@ to fail names it, so only an explicit xfail of a known failure makes the case xf
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
+
+#: what a case's error is counted against: "assistant" (the system under test), "user_agent" or "judge" (the
+#: benchmark's models), "setup" (data, models that could not start), "storage" (a file the run writes) or
+#: "internal" (a bug of the testkit); reports count each apart
+ErrorSource = Literal["assistant", "user_agent", "judge", "setup", "storage", "internal"]
 
 
 def dotted(location: Iterable[object]) -> str:

@@ -25,7 +25,7 @@ from .assistants.base import Assistant
 from .data.context import ScenarioContext, build_context
 from .data.loader import Dataset
 from .data.models import Scenario, case_id
-from .errors import JudgeAnswerError, ModelError, PersonalensError, StorageError
+from .errors import ErrorSource, JudgeAnswerError, ModelError, PersonalensError, StorageError
 from .llm.retry import RetryPolicy
 
 T = TypeVar("T")
@@ -40,10 +40,8 @@ class ErrorInfo:
     phase: str
     message: str
     raw_answer: str | None = None
-    #: what failed: "assistant" (the system under test), "user_agent" or "judge" (the benchmark's
-    #: models), "setup" (data, models that could not start), "storage" (a file the run writes) or
-    #: "internal" (a bug of the testkit); counted apart in reports
-    source: str = "setup"
+    #: what failed (:data:`~.errors.ErrorSource`); counted apart in reports
+    source: ErrorSource = "setup"
     #: the model or bot a call failed on, and the failure itself without the call's role and turn:
     #: the same for every case an endpoint fails (what the circuit breaker counts)
     endpoint: str | None = None
@@ -56,7 +54,8 @@ class ErrorInfo:
 
     @classmethod
     def of(cls, exc: BaseException, phase: str) -> ErrorInfo:
-        role = getattr(exc, "call_role", None)
+        role: ErrorSource | None = getattr(exc, "call_role", None)
+        source: ErrorSource
         if isinstance(exc, PersonalensError):
             message = str(exc)
             source = role or ("judge" if isinstance(exc, JudgeAnswerError) else

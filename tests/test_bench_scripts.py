@@ -57,8 +57,15 @@ def test_live_concurrency_bench_small():
 
 def test_call_overhead_bench_small():
     out = bench("bench/call_overhead.py", "--calls", "8", "--turns", "4", "--repeat", "1")
-    found = re.search(r"8 calls in 2 dialogues, 1 runs each: CPU per call \(median\) ours ([\d.]+) ms, bare ([\d.]+) ms", out)
+    found = re.search(r"8 calls in 2 dialogues, 1 runs each, ours behind --max-concurrency 4: CPU per call \(median\) ours ([\d.]+) ms, bare ([\d.]+) ms", out)
     assert found and float(found.group(1)) > 0 and float(found.group(2)) > 0, out
+
+
+def test_limits_bench_small():
+    out = bench("bench/limits.py", "--calls", "200", "--repeat", "1", "--processes", "2", "--threads", "2",
+                "--slots", "2", "--hold-ms", "5", "--seconds", "0.5")
+    assert "us a call" in out and "most in flight" in out
+    assert "most in flight 2 (limit 2)" in out or "most in flight 1 (limit 2)" in out
 
 
 def test_live_concurrency_bench_reports_each_xdist_worker():

@@ -139,7 +139,7 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
         usage = row.usage_by_role() if row is not None else {}
         if usage:
             measured += 1
-            per = {role: [[float(v) for v in values]] * 3 for role, values in usage.items()}
+            per = {role: [[float(v) for v in figures.figures()]] * 3 for role, figures in usage.items()}
         else:
             if shapes is None:
                 shapes = shape_by_kind(dataset, [sc for sc, *_ in live_cases], options)

@@ -29,15 +29,13 @@ from pydantic import BaseModel
 from ..errors import ConfigError
 from ..files import write_atomically
 from ..replay.store import assistant_dir
-from ..results.rows import ResultRow, ShortfallRow
+from ..results.rows import CaseVerdict, ResultRow, ShortfallRow
 from ..scales import METRIC_NAMES
 from .aggregate import REPLY_CHANGED, is_assistant_error
 from .thresholds import Thresholds, shortfalls
 
 FILE_NAME = "expectations.yaml"
 ERROR = "error"
-CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed",
-                      "unconfirmed"]
 
 
 def location(configured: Path | None, cassette_dir: Path, assistant: str) -> Path:

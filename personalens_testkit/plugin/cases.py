@@ -11,6 +11,7 @@ import pytest
 
 from ..data.models import Scenario, TaskKind, case_id
 from ..errors import PersonalensError
+from ..results.rows import CaseVerdict
 from ..run.state import Run
 from ..secrets import redact
 from .project import MARKER
@@ -30,7 +31,7 @@ class CaseRecord:
 
     evaluation: Evaluation
     shortfalls: list[Any] = field(default_factory=list)
-    verdict: str | None = None
+    verdict: CaseVerdict | None = None
 
 
 #: a case's record, on its item
@@ -82,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     def left_out(item: pytest.Item) -> bool:  # no scenario, or one the --resume results scored already
         case = is_case(item)
-        return empty(item) or (run is not None and case is not None and run.resumed_case(*case))
+        return empty(item) or (run is not None and case is not None and run.cases.is_done(*case))
 
     dropped = [item for item in items if left_out(item)]
     if dropped:

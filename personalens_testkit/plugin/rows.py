@@ -11,6 +11,7 @@ import pytest
 
 from ..run.controller import case_row
 from ..run.state import expected_of
+from ..results.rows import CaseVerdict
 from .cases import CASE, STATE
 
 #: the attribute of a case's report that carries its row: ``{"row": one line of JSON, "error": its error or None,
@@ -36,7 +37,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if (report.when == "setup" and not report.passed) or report.when == "call":
         status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")
         run = item.config.stash[STATE]
-        verdict = record.verdict or ("pass" if report.passed else "regression")
+        verdict: CaseVerdict = record.verdict or ("pass" if report.passed else "regression")
         row = case_row(run, record.evaluation, status, record.shortfalls,
                        expected=str(expected_of(run, record.evaluation.scenario.scenario_id)), verdict=verdict)
         setattr(report, ROW, {"row": row.line, "error": row.error, "scenario_id": row.scenario_id, "shown": row.shown})

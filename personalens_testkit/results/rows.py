@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Protocol, Seq
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..data.models import case_id
+from ..errors import ErrorSource
 from ..scales import Scores
 from .identity import RunIdentity
 from .judged import ConfirmationRow, RetestRow, check_partial, in_part_on_the_scales, on_the_scales
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from ..evaluation import Evaluation
 
 Status = Literal["passed", "failed", "error"]
+#: a case's verdict against its expectation (:func:`~personalens_testkit.gating.expectations.case_verdict`)
+CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed",
+                      "unconfirmed"]
 
 
 class _Shortfall(Protocol):
@@ -50,8 +54,9 @@ class RowError(_Part):
     phase: str
     message: str
     raw_answer: Optional[str] = None
-    #: "assistant" (your bot), "user_agent" or "judge" (the benchmark's models), "setup", "storage", "internal"
-    source: str = "setup"
+    #: what it is counted against: "assistant" (your bot), "user_agent" or "judge" (the benchmark's models), "setup",
+    #: "storage", "internal"
+    source: ErrorSource = "setup"
     #: the model or bot a call failed on, and the failure without the call's role and turn
     endpoint: Optional[str] = None
     cause: Optional[str] = None
@@ -70,6 +75,35 @@ class CallRow(_Part):
     cache_write_tokens: Optional[int] = None
     #: whether a cassette answered it (False: called live)
     replayed: bool = False
+
+
+class RoleUsage(_Part):
+    """One role's calls and tokens in a case, as the recording keeps them when it drops the call list (what
+    ``personalens estimate`` measures a recording by). An older recording's positional list ``[calls, prompt,
+    completion, cache-read, cache-write]`` reads as these fields."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_a_list(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            if len(value) > len(USAGE_FIELDS):
+                raise ValueError(f"at most {len(USAGE_FIELDS)} figures ({', '.join(USAGE_FIELDS)}), got {len(value)}")
+            return dict(zip(USAGE_FIELDS, value))
+        return value
+
+    def figures(self) -> tuple[int, int, int, int, int]:
+        """Calls, prompt, completion, cache-read and cache-write tokens, in that order."""
+        return (self.calls, self.prompt_tokens, self.completion_tokens, self.cache_read_tokens,
+                self.cache_write_tokens)
+
+
+USAGE_FIELDS = tuple(RoleUsage.model_fields)
 
 
 class ShortfallRow(_Part):
@@ -165,7 +199,7 @@ class ResultRow(ReadsScores, _Part):
     #: the case's expected outcome (``pass``, ``fail <floors>``, ``flaky``) and its verdict against it:
     #: pass, expected failure, regression, unexpected pass, or not scored (infrastructure)
     expected: Optional[str] = None
-    verdict: Optional[str] = None
+    verdict: Optional[CaseVerdict] = None
     injection_flags: list[FlagRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
@@ -188,9 +222,8 @@ class ResultRow(ReadsScores, _Part):
     #: with one digest held the same dialogue (None: a row of an older version, or one without a dialogue)
     dialogue_digest: Optional[str] = None
     calls: list[CallRow] = []
-    #: the calls' token counts per role, as the recording keeps them when it drops ``calls``: [calls, prompt,
-    #: completion, cache-read, cache-write tokens] (what ``personalens estimate`` measures a recording by)
-    usage: Optional[dict[str, list[int]]] = None
+    #: the calls' token counts per role, as the recording keeps them when it drops ``calls``
+    usage: Optional[dict[str, RoleUsage]] = None
     started_at: str = ""
     finished_at: str = ""
     seconds: float = 0.0
@@ -205,8 +238,8 @@ class ResultRow(ReadsScores, _Part):
                       self.error.kind if self.error else None)
         return self
 
-    def usage_by_role(self) -> dict[str, list[int]]:
-        """[calls, prompt, completion, cache-read, cache-write tokens] per role: from the calls, or the kept usage."""
+    def usage_by_role(self) -> dict[str, RoleUsage]:
+        """Each role's calls and tokens: from the calls, or the kept usage."""
         if not self.calls:
             return dict(self.usage or {})
         found: dict[str, list[int]] = {}
@@ -215,7 +248,7 @@ class ResultRow(ReadsScores, _Part):
             for i, value in enumerate((1, call.prompt_tokens, call.completion_tokens, call.cache_read_tokens,
                                        call.cache_write_tokens)):
                 entry[i] += value or 0
-        return found
+        return {role: RoleUsage.model_validate(figures) for role, figures in found.items()}
 
 
 def dialogue_digest(transcript: Sequence[Mapping[str, str]]) -> str | None:
@@ -232,7 +265,7 @@ def dialogue_digest(transcript: Sequence[Mapping[str, str]]) -> str | None:
 
 def build_row(
     run: RunInfo, evaluation: Evaluation, *, status: Status, found: Sequence[_Shortfall], transcript_path: str | None,
-    cassette: str | None = None, expected: str | None = None, verdict: str | None = None,
+    cassette: str | None = None, expected: str | None = None, verdict: CaseVerdict | None = None,
 ) -> ResultRow:
     """``verdict``: the case's verdict against its expectation (the judge's verdict is the evaluation's)."""
     case_verdict = verdict

@@ -57,6 +57,10 @@ class RunCases:
         """The case ids the ``--resume`` results scored (kept rows: not run again)."""
         return frozenset(row.case_id for row in self.resumed)
 
+    def is_done(self, scenario: Scenario, repeat: int) -> bool:
+        """Whether the ``--resume`` results scored this case already (its row is kept; it does not run again)."""
+        return case_id(scenario.scenario_id, repeat) in self.done
+
     @cached_property
     def resumed(self) -> list[ResultRow]:
         """The scored rows of the ``--resume`` results, one per case, the newest (errors are run again). A row

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from ..errors import StorageError
-from ..results.rows import ResultRow, Status, build_row, error_row
+from ..results.rows import CaseVerdict, ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
 from .stop import Breaker, Decision
@@ -31,7 +31,7 @@ class CaseRow(NamedTuple):
 
 
 def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[Any] = (), *,
-             expected: str | None = None, verdict: str | None = None) -> CaseRow:
+             expected: str | None = None, verdict: CaseVerdict | None = None) -> CaseRow:
     """A case's row (:class:`CaseRow`). ``found``: the floors the case's own check found it missed."""
     try:
         row = build_row(run.run_info, evaluation, status=status, found=found,

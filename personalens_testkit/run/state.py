@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..data.loader import Dataset
-from ..data.models import Scenario, TaskKind, case_id
+from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
 from ..gating.expectations import PASS, Expectation, Expectations, load_expectations, location, row_judged_now
 from ..gating.thresholds import Thresholds, load_thresholds
@@ -136,14 +136,10 @@ class Run:
     def cases_of(self, kind: TaskKind) -> list[tuple[Scenario, int]]:
         """The (scenario, try) of one suite's cases, in selection order: those this run executes, and those the
         ``--resume`` results already scored (collected, so that a node id naming one is found, then deselected:
-        :meth:`resumed_case`)."""
+        :meth:`~.cases.RunCases.is_done`)."""
         runnable = {(s.scenario_id, r) for s, r in self.recording.plan.runnable}
         return [(s, r) for s, r in self.cases.selected if s.kind is kind
-                and ((s.scenario_id, r) in runnable or self.resumed_case(s, r))]
-
-    def resumed_case(self, scenario: Scenario, repeat: int) -> bool:
-        """Whether the ``--resume`` results scored this case already (its row is kept; it does not run again)."""
-        return case_id(scenario.scenario_id, repeat) in self.cases.done
+                and ((s.scenario_id, r) in runnable or self.cases.is_done(s, r))]
 
     @cached_property
     def calibration(self) -> CalibrationReport | None:
