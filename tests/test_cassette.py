@@ -18,7 +18,7 @@ from vcr.request import Request as VcrRequest
 from personalens_testkit.errors import CassetteMissError
 from personalens_testkit.llm.base import ChatRequest, Message
 from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
-from personalens_testkit.replay.cassette import Cassette, Request
+from personalens_testkit.replay.cassette import Cassette
 from personalens_testkit.replay.matching import call_matcher
 from personalens_testkit.replay.router import exchange
 from personalens_testkit.replay.store import JsonBytesSerializer, XzPersister

@@ -5,6 +5,7 @@ deadline. Counts and deadlines only: no assert on how fast anything ran."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -65,12 +66,12 @@ def test_a_freed_slot_goes_to_the_queue_not_to_a_caller_that_came_later(tmp_path
     """While a caller waits at the head of the queue, a newcomer does not take the slot that is free: it queues."""
     slots = Slots(tmp_path, 1)
     head = _open(tmp_path / "queue")
-    limits.fcntl.flock(head, limits.fcntl.LOCK_EX)  # another process's caller, waiting at the head
+    fcntl.flock(head, fcntl.LOCK_EX)  # another process's caller, waiting at the head
     try:
         with deadline(0.3, "timeout_s"), pytest.raises(TimeLimit):
             slots.acquire()
     finally:
-        limits.fcntl.flock(head, limits.fcntl.LOCK_UN)
+        fcntl.flock(head, fcntl.LOCK_UN)
         os.close(head)
     taken = slots.acquire()  # nobody queued: the free slot is taken at once
     slots.release(taken)
