@@ -91,9 +91,10 @@ def test_more_xdist_workers_than_cores_get_a_line_with_what_to_use_instead():
     assert workers_line(2, 1, embedded=False, cores=2) is None
     assert workers_line(16, 1, embedded=False, cores=2) == (
         "-n 16 on 2 cores: each xdist worker is a whole pytest process (about 115 MB, seconds of CPU to start); "
-        "for a model-bound run use -n 2 --concurrency 8 (8 scenarios at once in threads of each worker)")
+        "for a model-bound run use -n 2 --concurrency 8 (8 scenarios at once in threads of each worker), or "
+        "--concurrency auto without -n")
     assert workers_line(3, 2, embedded=False, cores=2).endswith("use -n 2 --concurrency 3 (3 scenarios at once in "
-                                                                "threads of each worker)")
+                                                                "threads of each worker), or --concurrency auto without -n")
     assert workers_line(4, 1, embedded=True, cores=2) == (
         "-n 4 on 2 cores: each xdist worker is a whole pytest process (about 115 MB, seconds of CPU to start), and "
         "the embedded model serves one scenario at a time: run without -n")
@@ -167,5 +168,5 @@ def test_a_run_on_fewer_cores_than_its_workers_says_so_in_its_header(tmp_path):
                           preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
     assert done.returncode == 0, done.stdout[-3000:]
     assert ("personalens: -n 2 on 1 core: each xdist worker is a whole pytest process (about 115 MB, seconds of CPU "
-            "to start); for a model-bound run use --concurrency 2 (scenarios at once in threads of one process)"
-            ) in done.stdout.splitlines()
+            "to start); for a model-bound run use --concurrency 2 (scenarios at once in threads of one process), or "
+            "--concurrency auto without -n") in done.stdout.splitlines()

@@ -75,6 +75,7 @@ def test_more_workers_than_cores_says_so_at_the_start(pytester):
                           preexec_fn=lambda: os.sched_setaffinity(0, {first}))  # one usable core
     lines = proc.stdout.splitlines()
     expected = ("personalens: -n 2 on 1 core: each xdist worker is a whole pytest process (about 115 MB, seconds of "
-                "CPU to start); for a model-bound run use --concurrency 2 (scenarios at once in threads of one process)")
+                "CPU to start); for a model-bound run use --concurrency 2 (scenarios at once in threads of one process), "
+                "or --concurrency auto without -n")
     assert expected in lines, proc.stdout + proc.stderr
     assert lines.index(expected) < next(i for i, line in enumerate(lines) if line.startswith("collected"))  # at the start

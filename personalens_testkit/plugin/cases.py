@@ -12,6 +12,7 @@ import pytest
 from ..data.models import Scenario, TaskKind, case_id
 from ..errors import PersonalensError
 from ..results.rows import CaseVerdict
+from ..run.lanes import of_run
 from ..run.state import Run
 from ..secrets import redact
 from .project import MARKER
@@ -107,7 +108,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """With --concurrency K, evaluate the cases ahead, K at a time (in each xdist worker, from its own queue)."""
     config = session.config
     run = config.stash.get(STATE, None)
-    if run is None or run.settings.concurrency < 2 or config.option.collectonly:
+    if run is None or of_run(run) < 2 or config.option.collectonly:
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # the xdist controller runs no case: its workers evaluate ahead, each from its own queue
@@ -117,7 +118,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") and upcoming is None:
         return  # another scheduler (worksteal takes queued cases back): no case is evaluated before it is run
     cases = [(item.nodeid, *is_case(item)) for item in session.items if is_case(item)]
-    run.runner.evaluate_ahead(cases, upcoming)  # type: ignore[arg-type]
+    run.runner.evaluate_ahead(cases, upcoming, lanes=of_run(run))  # type: ignore[arg-type]
 
 
 @pytest.hookimpl(tryfirst=True)

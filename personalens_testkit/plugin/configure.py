@@ -74,10 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
         shared = workerinput.get(WORKER_KEY, {})
         run = Run(settings, run_id=shared.get("run_id") or new_run_id(), is_controller=False,
                   server_handles=shared.get("servers"))
+        run.workers = int(workerinput.get("workercount") or 0)
     else:
         from .controller import ControllerHooks  # the controlling process's: an xdist worker never loads it
 
         run = Run(settings, run_id=new_run_id(), is_controller=True)
+        run.workers = int(getattr(config.option, "numprocesses", None) or 0)  # xdist's -n (auto: the cores)
         config.pluginmanager.register(ControllerHooks(run), "personalens-controller")
         config.pluginmanager.register(KeptReports(config, MARKER), "personalens-kept-reports")
         if runs_suites(config):

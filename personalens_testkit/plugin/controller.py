@@ -14,6 +14,7 @@ import pytest
 
 from ..errors import PersonalensError
 from ..run.controller import RunController
+from ..run.lanes import of_run
 from ..run.state import Run
 from ..secrets import redact
 from .cases import is_case
@@ -41,7 +42,7 @@ class ControllerHooks:
         """With -n and --concurrency K: xdist's load scheduling, each worker's queue deep enough for its K lanes."""
         from .xdist_queue import make_scheduler  # xdist's scheduler module: loaded by an xdist controller only
 
-        self.scheduler = make_scheduler(config, log, self.run.settings.concurrency, self.run.run_dir)
+        self.scheduler = make_scheduler(config, log, of_run(self.run), self.run.run_dir)
         return self.scheduler
 
     @pytest.hookimpl(wrapper=True)

@@ -68,16 +68,17 @@ class CaseRunner:
     def transcript_path(self, scenario: Scenario, repeat: int = 1) -> Path:
         return self.run_dir / "transcripts" / f"{case_id(scenario.scenario_id, repeat)}.txt"
 
-    def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]], upcoming: Callable[[], list[str]] | None = None) -> None:
-        """Evaluate these cases (node id, scenario, try) ahead of pytest, ``concurrency`` at a time (``upcoming``:
-        the node ids an xdist worker will run next)."""
+    def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]], upcoming: Callable[[], list[str]] | None = None,
+                       *, lanes: int) -> None:
+        """Evaluate these cases (node id, scenario, try) ahead of pytest, ``lanes`` at a time (the run's
+        ``--concurrency``; ``upcoming``: the node ids an xdist worker will run next)."""
         try:
             self.evaluator  # noqa: B018 - built once, before any thread needs it
         except PersonalensError:
             return  # every case reports it
         self._ahead = EvaluateAhead(
             [(nodeid, scenario, repeat, self.recording.rerecord_command(nodeid)) for nodeid, scenario, repeat in cases],
-            self.evaluate, self.settings.concurrency, upcoming, may_start=self._may_start,
+            self.evaluate, lanes, upcoming, may_start=self._may_start,
         )
 
     def _may_start(self, case: Case) -> bool:

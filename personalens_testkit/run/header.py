@@ -4,8 +4,6 @@ and what the run will do with cassettes, shards, resumed results, expectations a
 
 from __future__ import annotations
 
-import contextlib
-import os
 from typing import Sequence
 
 from ..costs.estimate import format_estimate
@@ -15,6 +13,7 @@ from ..errors import UsageError
 from ..gating.expectations import location
 from ..llm.registry import describe
 from .cost_estimate import run_estimate
+from .lanes import describe as describe_lanes, of_run, usable_cores
 from .state import Run
 
 
@@ -57,13 +56,6 @@ def identity_lines(run: Run) -> list[str]:
     return lines
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, as a container or ``taskset`` limits it)."""
-    with contextlib.suppress(AttributeError, OSError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def workers_line(workers: int, concurrency: int, *, embedded: bool, cores: int) -> str | None:
     """When ``-n`` asks for more xdist workers than there are cores: what each costs and what to use instead."""
     if workers <= cores:
@@ -74,17 +66,20 @@ def workers_line(workers: int, concurrency: int, *, embedded: bool, cores: int) 
         return f"{cost}, and the embedded model serves one scenario at a time: run without -n"
     lanes = workers * concurrency
     if cores == 1:
-        return f"{cost}; for a model-bound run use --concurrency {lanes} (scenarios at once in threads of one process)"
+        return (f"{cost}; for a model-bound run use --concurrency {lanes} (scenarios at once in threads of one "
+                f"process), or --concurrency auto without -n")
     each = -(-lanes // cores)
     return (f"{cost}; for a model-bound run use -n {cores} --concurrency {each} ({each} scenarios at once in threads "
-            f"of each worker)")
+            f"of each worker), or --concurrency auto without -n")
 
 
 def header_lines(run: Run, workers: int = 0) -> list[str]:
     """What this run will do with cassettes, shards, resumed results and gates (``workers``: xdist's ``-n``)."""
     lines = [run.recording.summary(), *run.cases.header_lines()]
-    spread = workers_line(workers, run.settings.concurrency, embedded=run.models.uses_embedded, cores=usable_cores())
+    spread = workers_line(workers, of_run(run), embedded=run.models.uses_embedded, cores=usable_cores())
     lines += [spread] if spread else []
+    picked = describe_lanes(run.settings.concurrency, of_run(run), workers)
+    lines += [picked] if picked else []
     lines += cost_lines(run)
     if run.settings.stop_when_decided:
         lines.append(f"order: stratified random by task kind and domain, seed {run.settings.order_seed} "

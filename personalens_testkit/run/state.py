@@ -90,6 +90,8 @@ class Run:
         #: the cases pytest collected for this run - its own selection (-k, -m, node ids) may narrow the settings'
         #: - told by the plugin once collected; None: the settings' selection
         self.collected: int | None = None
+        #: the run's xdist workers (``-n``; 0: none), told by the plugin (what ``--concurrency auto`` shares out)
+        self.workers = 0
 
     @cached_property
     def recording(self) -> Recording:

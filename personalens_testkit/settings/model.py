@@ -77,7 +77,7 @@ class RunSettings:
     #: per model endpoint, across every xdist worker
     limits: Limits = field(default_factory=Limits)
     #: scenarios evaluated at once in threads of one process (without xdist)
-    concurrency: int = 1
+    concurrency: int | str = 1  # a number, or "auto" (run/lanes.py picks)
     #: stop the run after this many cases in a row fail with the same error from one endpoint (0: never)
     stop_after_errors: int = DEFAULT_STOP_AFTER_ERRORS
     #: stop starting cases once the spend would pass this many US dollars (None: no limit)

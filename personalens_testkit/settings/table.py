@@ -8,11 +8,12 @@ same for every setting: command-line option > environment variable > project con
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import StrictFloat, StrictInt
+from pydantic import BeforeValidator, StrictFloat, StrictInt
 
 from ..errors import UsageError
 from ..assistants.reference import PROMPT_VARIANTS
@@ -21,7 +22,9 @@ from ..prompts.render import REPLY_CUTS
 from ..report.outputs import FORMATS
 from ..scales import COMPLETION_COUNTINGS
 
-Kind = Literal["str", "int", "float", "flag", "path", "list", "csv"]
+Kind = Literal["str", "int", "float", "flag", "path", "list", "csv", "count"]
+#: the word a "count" setting takes instead of a number: the run picks the number (see the setting's help)
+AUTO = "auto"
 #: how the project config may write a value of each kind ("csv": ``"7,53"`` or ``[7, 53]``)
 #: numbers strictly: a TOML true or "0.5" for a number is a mistake to name, never read as 1 or 0.5
 _PY = {"str": str, "int": StrictInt, "float": StrictFloat, "flag": bool, "path": str, "list": list[str],
@@ -64,7 +67,16 @@ class Setting:
 
     @property
     def python_type(self) -> Any:
+        if self.kind == "count":  # a whole number within the bounds, or "auto"
+            return Annotated[Union[int, str], BeforeValidator(self._count)]
         return _PY[self.kind]
+
+    def _count(self, value: Any) -> int | str:
+        if isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self.check(value, "")  # type: ignore[no-any-return]
+        raise ValueError(f"expected a whole number {self.range_text()}, or {AUTO}")
 
     def option_arguments(self) -> dict[str, Any]:
         """How its command-line option is declared (pytest's ``addoption`` and argparse take the same): not given
@@ -72,8 +84,8 @@ class Setting:
         if self.kind == "flag":
             return {"action": "store_true", "default": None, "help": self.help}
         metavar = self.metavar or ("{" + ",".join(self.choices) + "}" if self.choices else None)
-        return {"type": {"int": int, "float": float}.get(self.kind, str), "default": None, "metavar": metavar,
-                "help": self.help}
+        return {"type": {"int": int, "float": float, "count": count_value}.get(self.kind, str), "default": None,
+                "metavar": metavar, "help": self.help}
 
     def add_to(self, parser: Any, *, help: Optional[str] = None) -> None:
         """Declare its option on an argparse parser - a ``personalens`` command borrowing the run's setting, its
@@ -89,17 +101,21 @@ class Setting:
         return value
 
     def pydantic_bounds(self) -> dict[str, float]:
+        if self.kind == "count":  # a count's are checked by its validator (python_type)
+            return {}
         bounds = {"ge": self.low, "le": self.high, "gt": self.above}
         return {k: v for k, v in bounds.items() if v is not None}
 
     def check(self, value: Any, where: str) -> Any:
         """The value, if it is in range; else a UsageError naming ``where`` it came from."""
-        if value is None or self.kind not in ("int", "float"):
+        if value is None or value == AUTO or self.kind not in ("int", "float", "count"):
             return value
         if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(f"{where}: must be a finite number, {self.range_text()} (got {value})")
         too_low = (self.low is not None and value < self.low) or (self.above is not None and value <= self.above)
         if too_low or (self.high is not None and value > self.high):
+            if not where:  # a config value's, said by its validation
+                raise ValueError(f"must be {self.range_text()}")
             raise UsageError(f"{where}: must be {self.range_text()} (got {value:g})")
         return value
 
@@ -112,6 +128,16 @@ class Setting:
         if self.low == 0 and self.zero_means:
             return f"0 ({self.zero_means}) or more"
         return f"at least {self.low:g}" if self.low else "0 or more"
+
+
+def count_value(text: str) -> int | str:
+    """A "count" option's value: a whole number, or ``auto``."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or {AUTO}, got {text!r}") from None
 
 
 #: the most retries of a failed call (each waits up to retry_max_s)
@@ -224,8 +250,10 @@ SETTINGS: tuple[Setting, ...] = (
             f"(default {DEFAULT_SCENARIO_TIMEOUT_S:g}: a backstop no working scenario meets; 0: no limit)", "float",
             metavar="SECONDS", low=0, key="scenario_timeout_s", default=DEFAULT_SCENARIO_TIMEOUT_S,
             zero_means="no limit"),
-    Setting("concurrency", "evaluate K scenarios at once in threads of each process (remote models; with -n N, K in each worker)", "int",
-            metavar="K", low=1, high=256, default=1),
+    Setting("concurrency", "evaluate K scenarios at once in threads of each process (remote models; with -n N, K in "
+            "each worker); auto: 16 a core across the run's processes, at most 64, no more than --max-concurrency, "
+            "and 1 when no model is called live or an embedded one is", "count", metavar="K|auto", low=1, high=256,
+            default=1),
     Setting("max_rps", "at most R calls per second to each model endpoint, across all xdist workers", "float",
             metavar="R", above=0),
     Setting("max_concurrency", "at most N calls in flight to each model endpoint, across all xdist workers", "int",
