@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Callable, Iterator
 
 import httpx
@@ -44,6 +43,8 @@ class Trickle:
     def __init__(self, answer: Answer, per_s: float) -> None:
         self.stopped = threading.Event()
         self.requests: list[tuple[str, str]] = []
+        #: trickled bodies sent whole: a client that gives up at its deadline stops reading before any is
+        self.whole = 0
         trickle = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,6 +73,8 @@ class Trickle:
                             break
                         self.wfile.write(body[i:i + 1])
                         self.wfile.flush()
+                    else:
+                        trickle.whole += 1
                 except OSError:  # the client gave up: what the limit is for
                     pass
                 self.close_connection = True
@@ -144,7 +147,7 @@ def test_a_deadline_is_in_force_from_its_blocks_start_to_its_end_however_the_blo
     later = deadline(0.5, "timeout_s")
     time.sleep(0.2)  # made before its block: it counts from the block's start
     with later as own:
-        assert 0.45 < time_left() <= 0.5 and nearest_deadline() is own
+        assert 0.3 < time_left() <= 0.5 and nearest_deadline() is own  # not 0.3 or less: from the block's start
         with pytest.raises(RuntimeError, match="already entered"):
             later.__enter__()
     with pytest.raises(ValueError, match="inside"):
@@ -157,10 +160,10 @@ def test_a_deadline_is_in_force_from_its_blocks_start_to_its_end_however_the_blo
 
 
 def test_a_call_that_hangs_is_given_up_at_the_nearest_deadline_which_the_error_names():
-    started = time.monotonic()
+    done = threading.Event()
     with pytest.raises(TimeLimit) as caught:
-        call_by_deadline(lambda: time.sleep(30), 0.3, "timeout_s")
-    assert caught.value.deadline.name == "timeout_s" and time.monotonic() - started < 1.5
+        call_by_deadline(lambda: time.sleep(30) or done.set(), 0.3, "timeout_s")
+    assert caught.value.deadline.name == "timeout_s" and not done.is_set()  # given up while the call still ran
     with deadline(0.2, "the scenario's time limit", final=True), pytest.raises(TimeLimit) as caught:
         call_by_deadline(lambda: time.sleep(30), 60, "timeout_s")
     assert caught.value.deadline.final and caught.value.deadline.limit_s == 0.2
@@ -173,13 +176,12 @@ def test_an_http_call_ends_at_its_deadline_however_slowly_its_body_comes():
         started = time.monotonic()
         with deadline(1.0, "timeout_s"), pytest.raises(httpx.ReadTimeout):
             client.post(server.url, content=b"{}")
-        assert 0.9 < time.monotonic() - started < 2.0
-        started = time.monotonic()
+        assert time.monotonic() - started > 0.9 and server.whole == 0  # the deadline ended it, not a read's time-out
         with deadline(30, "timeout_s"), deadline(0.5, "the scenario's time limit"), pytest.raises(httpx.ReadTimeout):
             with client.stream("POST", server.url, content=b"{}") as response:
                 for _ in response.iter_bytes():  # a streamed body too, read after the headers came
                     pass
-        assert time.monotonic() - started < 1.5
+        assert server.whole == 0  # given up long before the body's 10 s: the nearer deadline
         # without a deadline in force it is an ordinary client: per-read time-outs, the whole body read
         assert len(bounded_client(timeout_s=5).post(server.url, content=b"{}", timeout=5).content) == 100
 
@@ -192,10 +194,9 @@ def test_the_deadline_holds_through_the_environments_proxy(monkeypatch):
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
         client = bounded_client(timeout_s=30)
-        started = time.monotonic()
         with deadline(1.0, "timeout_s"), pytest.raises(httpx.ReadTimeout):
             client.post("http://model.invalid/v1/chat", content=b"{}")
-        assert time.monotonic() - started < 2.0
+        assert proxy.whole == 0
         assert proxy.requests == [("POST", "http://model.invalid/v1/chat")]
 
 
@@ -225,12 +226,12 @@ def test_the_scenarios_deadline_reaches_every_wait_of_a_call_without_a_thread_pe
 
     log = CallLog(retry=RetryPolicy(attempts=3, initial_s=0.01), deadline=time.monotonic() + 0.4, time_limit_s=0.4)
     assert log.run(threading.current_thread, role="judge", label="x", turn=0) is threading.current_thread()
-    started = time.monotonic()
+    done, calls = threading.Event(), []
     with pytest.raises(DeadlineReached, match=r"^assistant \(reply, turn 2\) given up while it ran: the scenario's "
                                               r"time limit of 0.4 s ran out$"):
-        log.run(lambda: call_by_deadline(lambda: time.sleep(30), 60, "timeout_s"), role="assistant", label="reply",
-                turn=2)  # a bot's own limit is a minute: the scenario's, nearer, cuts it - and it is not retried
-    assert time.monotonic() - started < 1.0
+        log.run(lambda: calls.append(1) or call_by_deadline(lambda: time.sleep(30) or done.set(), 60, "timeout_s"),
+                role="assistant", label="reply", turn=2)  # a bot's own limit is a minute: the scenario's, nearer,
+    assert not done.is_set() and calls == [1]  # cuts it while the call still runs - and it is not retried
 
 
 def test_a_wait_for_the_endpoints_limits_ends_at_the_deadline(tmp_path):
@@ -244,12 +245,10 @@ def test_a_wait_for_the_endpoints_limits_ends_at_the_deadline(tmp_path):
 
     limiter = SharedLimiter(tmp_path, "http://x", Limits(max_concurrency=1))
     chat = LimitedChat(Instant(), limiter)  # type: ignore[arg-type]
-    with limiter.slot():  # another call holds the only slot
-        started = time.monotonic()
+    with limiter.slot():  # another call holds the only slot, until after the wait ended: the deadline ended it
         with deadline(0.3, "timeout_s"), pytest.raises(ModelError, match=r"no turn at the endpoint's limits "
                                                                          r".* within the time limit of 0.3 s"):
             chat.complete(request())
-        assert time.monotonic() - started < 1.0
     assert chat.complete(request()) == "answered"
 
 
@@ -259,10 +258,9 @@ def test_an_openai_compatible_model_that_trickles_is_given_up_at_timeout_s():
     with Trickle(slow_model, per_s=8) as server:
         chat = OpenAICompatibleChat(spec="openai:m", base_url=f"{server.url}/v1", model="m", api_key=SECRET,
                                     timeout_s=1.0)
-        started = time.monotonic()
         with pytest.raises(ModelError) as caught:
             chat.complete(request())
-        assert time.monotonic() - started < 2.0
+        assert server.whole == 0  # given up within the answer's trickle (about 8 s)
         assert str(caught.value) == "call to openai:m failed: no answer within the time limit of 1 s (timeout_s)"
         assert caught.value.retryable and SECRET not in repr(caught.value)
         with deadline(0.4, "the scenario's time limit", final=True), pytest.raises(DeadlineReached):
@@ -277,11 +275,10 @@ def test_a_bedrock_model_that_trickles_is_given_up_at_timeout_s(aws_env):
     with Trickle(lambda *_: (converse, True), per_s=8) as server:
         chat = BedrockChat(spec="bedrock:m", model_id="anthropic.claude-3-haiku", read_timeout_s=1.0,
                            endpoint_url=server.url)
-        started = time.monotonic()
         with pytest.raises(ModelError, match=r"^call to bedrock:m failed: no answer within the time limit of 1 s "
                                              r"\(timeout_s\)$") as caught:
             chat.complete(request())
-        assert time.monotonic() - started < 2.0 and caught.value.retryable
+        assert server.whole == 0 and caught.value.retryable  # given up within the answer's trickle
         assert server.requests == [("POST", "/model/anthropic.claude-3-haiku/converse")]
 
 
@@ -290,11 +287,9 @@ def test_a_bedrock_model_that_trickles_is_given_up_at_timeout_s(aws_env):
 def test_the_preflight_reports_a_port_that_never_answers_in_seconds(silent_port, monkeypatch):
     monkeypatch.setattr(retry, "PROBE_S", 1.0)
     chat = OpenAICompatibleChat(spec="openai:m", base_url=f"http://127.0.0.1:{silent_port}/v1", model="m")
-    started = time.monotonic()
     with pytest.raises(ModelError, match=rf"no HTTP answer from http://127.0.0.1:{silent_port}/v1 within the time "
-                                         r"limit of 1 s \(preflight\)$"):
+                                         r"limit of 1 s \(preflight\)$"):  # the port never answers: the limit ends it
         retry.ping(chat, "judge")
-    assert time.monotonic() - started < 2.0
 
 
 def test_the_preflight_waits_for_a_model_that_is_slow_to_answer_its_first_call(monkeypatch):
