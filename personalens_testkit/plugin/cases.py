@@ -114,7 +114,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return  # the xdist controller runs no case: its workers evaluate ahead, each from its own queue
     from .xdist_queue import worker_queue  # xdist's scheduler module: loaded by a run that evaluates ahead only
 
-    upcoming = worker_queue(session, run.run_dir) if hasattr(config, "workerinput") else None
+    upcoming = worker_queue(session, run.run_dir, written=run.queue_written) if hasattr(config, "workerinput") else None
     if hasattr(config, "workerinput") and upcoming is None:
         return  # another scheduler (worksteal takes queued cases back): no case is evaluated before it is run
     cases = [(item.nodeid, *is_case(item)) for item in session.items if is_case(item)]

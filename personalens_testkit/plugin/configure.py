@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ..errors import PersonalensError
+from ..run.lanes import of_run
 from ..run.state import Run, new_run_id
 from ..secrets import redact, register_addresses, register_secret_names
 from ..settings import OPTION_NAMES, SETTINGS, check_selection, resolve_settings
@@ -75,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run = Run(settings, run_id=shared.get("run_id") or new_run_id(), is_controller=False,
                   server_handles=shared.get("servers"))
         run.workers = int(workerinput.get("workercount") or 0)
+        run.queue_written = bool(shared.get("queues"))
     else:
         from .controller import ControllerHooks  # the controlling process's: an xdist worker never loads it
 
@@ -137,7 +139,10 @@ def pytest_configure_node(node: Any) -> None:
     run = config.stash[STATE]
     launch = not config.option.collectonly and runs_suites(config)
     servers = or_exit(run.models.launch_servers) if launch else {}
-    node.workerinput[WORKER_KEY] = {"run_id": run.run_id, "servers": servers}
+    from .xdist_queue import writes_queues  # the controller's only
+
+    node.workerinput[WORKER_KEY] = {"run_id": run.run_id, "servers": servers,
+                                    "queues": writes_queues(config, of_run(run))}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -79,9 +79,16 @@ class LanesScheduling(LoadScheduling):
         node.send_runtest_some(cases)
 
 
+def writes_queues(config: Any, concurrency: int) -> bool:
+    """The controller's word: whether its scheduler is :class:`LanesScheduling` (``-n N --concurrency K`` with xdist's
+    default distribution), which writes each worker's queue file. Handed to the workers (their own ``dist`` option
+    says nothing: xdist sets it to ``no`` in a worker)."""
+    return concurrency >= 2 and getattr(config.option, "dist", "load") == "load"
+
+
 def make_scheduler(config: Any, log: Any, concurrency: int, run_dir: Path) -> LanesScheduling | None:
     """The scheduler of a ``-n N --concurrency K`` run with xdist's default distribution (else None: xdist's)."""
-    if concurrency < 2 or getattr(config.option, "dist", "load") != "load":
+    if not writes_queues(config, concurrency):
         return None
     return LanesScheduling(config, log, lanes=concurrency, folder=run_dir / QUEUES)
 
@@ -115,10 +122,10 @@ class _WorkerQueue:
         return self.sent if at is None else self.sent[at + 1:]
 
 
-def worker_queue(session: pytest.Session, run_dir: Path) -> Callable[[], list[str]] | None:
+def worker_queue(session: pytest.Session, run_dir: Path, *, written: bool) -> Callable[[], list[str]] | None:
     """In an xdist worker: a function giving the node ids of the cases queued for it, in order (the next one
-    first); None when it cannot be known (see the module's text)."""
-    if getattr(session.config.option, "dist", "load") != "load":
+    first); None when it cannot be known (``written``: the controller's :func:`writes_queues`)."""
+    if not written:
         return None
     queue = _WorkerQueue(run_dir / QUEUES / str(session.config.workerinput.get("workerid", "gw")))
     session.config.pluginmanager.register(queue, "personalens-worker-queue")

@@ -92,6 +92,8 @@ class Run:
         self.collected: int | None = None
         #: the run's xdist workers (``-n``; 0: none), told by the plugin (what ``--concurrency auto`` shares out)
         self.workers = 0
+        #: in an xdist worker: whether the controller's scheduler writes this worker's queue down (told by the plugin)
+        self.queue_written = False
 
     @cached_property
     def recording(self) -> Recording:
