@@ -187,12 +187,14 @@ class CassetteMissError(ReplayMissError):
     ``already_played`` or ``nothing_similar``); the replay layer says it again with the scenario, the call and the
     command that records it (:meth:`~personalens_testkit.replay.cassettes.ScenarioCassettes.explain`)."""
 
-    def __init__(self, path: str, request: object, reason: str) -> None:
+    def __init__(self, path: str, request: object, reason: str, cassette: object = None) -> None:
         super().__init__(f"{path}: no recorded answer left for {request!r} ({reason})")
         self.path = path
         #: the request as it would have been stored (:class:`~personalens_testkit.replay.cassette.Request`)
         self.request = request
         self.reason = reason
+        #: the cassette that missed (what the miss's message compares the request with)
+        self.cassette = cassette
 
 
 class ReplyChangedError(PersonalensError):

@@ -224,7 +224,7 @@ class Cassette:
             reason = "already_played"
         else:
             reason = "nothing_similar"
-        return CassetteMissError(self.path, request, reason)
+        return CassetteMissError(self.path, request, reason, self)
 
     # -- inside ----------------------------------------------------------------------------------------------------
     def _play(self, indices: Iterable[int]) -> Answer | None:

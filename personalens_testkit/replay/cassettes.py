@@ -207,7 +207,7 @@ class ScenarioCassettes:
             return exc if isinstance(exc, ReplayMissError) else None
         detail = ""
         if miss.reason == "nothing_similar":
-            detail = _same_call_difference(ACTIVE.get(), miss.request, site, self.cassettes.secrets)
+            detail = _same_call_difference(miss.cassette, miss.request, site, self.cassettes.secrets)
         return ReplayMissError(
             f"{self.scenario_id}: {site.describe()}: {_REASONS.get(miss.reason, miss.reason)} in {miss.path}{detail}. "
             f"Re-record it: {self.rerecord}"
@@ -249,11 +249,10 @@ def keeps_recording(exc: BaseException | None) -> bool:
     return exc is None or (isinstance(exc, PersonalensError) and exc.from_answers)
 
 
-def _same_call_difference(cassette: Cassette | None, request: Any, site: CallSite,
-                          secrets: list[tuple[str, str]]) -> str:
+def _same_call_difference(cassette: Any, request: Any, site: CallSite, secrets: list[tuple[str, str]]) -> str:
     """How the request differs from the one recorded for the same call (role, label, turn), if any was."""
     label = f"{site.role};{site.label};{site.turn}"
-    for stored, _ in cassette.data if cassette is not None else ():
+    for stored, _ in cassette.data if isinstance(cassette, Cassette) else ():
         if stored.headers.get(CALL_HEADER) == label:
             now = scrub_uri(request.uri, secrets)
             if address(now) != address(stored.uri):
