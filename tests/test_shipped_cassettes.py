@@ -64,3 +64,26 @@ def test_the_shipped_cassettes_replay_offline_and_reproduce_their_recording(tmp_
     assert second.returncode == 0
     assert [comparable(r) for r in sorted(rows, key=lambda r: r["scenario_id"])] == \
         [comparable(r) for r in sorted(again, key=lambda r: r["scenario_id"])]
+
+
+def test_a_replay_resumed_judges_its_kept_rows_by_reproduction_as_it_judges_its_own(tmp_path):
+    """A whole-run replay judges a case by whether it reproduces its recording, whatever it scored (the shipped
+    recording misses the floors): resumed, its kept rows are judged the same way - not by the floors, which would
+    call them regressions - and a kept row whose scores were changed is one."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "suites/", "-p", "no:cacheprovider", "--results-dir",
+                               str(tmp_path / "out"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    first = run("-k", "user107-SD-Books-task-1 or user1111-MD-task-3")
+    assert first.returncode == 0, first.stdout[-3000:]
+    (results,) = (tmp_path / "out").glob("*/results.jsonl")
+    resumed = run("--resume", str(results), "-k", "user107-SD-Books-task-1 or user1111-MD-task-3")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "0 regression(s)" in resumed.stdout and "deselected" in resumed.stdout
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows[0]["scores"]["naturalness_user"] = rows[0]["scores"]["naturalness_user"] % 5 + 1  # another of 1..5
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    changed = run("--resume", str(edited), "-k", "user107-SD-Books-task-1 or user1111-MD-task-3")
+    assert changed.returncode == 1, changed.stdout[-3000:]
+    assert f"FAILED 1 regression(s): {rows[0]['scenario_id']}" in changed.stdout

@@ -173,6 +173,15 @@ def row_verdict(row: ResultRow, expectations: Expectations | None) -> CaseVerdic
     return case_verdict(expectation, missed, source, row.error.kind if row.error else None)
 
 
+def row_reproduced_now(row: ResultRow, differing: Iterable[str], expectation: Expectation) -> ResultRow:
+    """A scored row of another run (``--resume``) in a whole-run replay, judged as the replay judges its own cases: by
+    whether it reproduces its recording (``differing``: what differs from the recorded row; none: reproduced),
+    whatever it scored - no floor applies there. A row that says failed stays failed."""
+    failed = bool(list(differing)) or row.status == "failed"
+    return row.model_copy(update={"status": "failed" if failed else "passed", "shortfalls": [],
+                                  "expected": str(expectation), "verdict": "regression" if failed else "pass"})
+
+
 def row_judged_now(row: ResultRow, thresholds: Thresholds, expectation: Expectation) -> ResultRow:
     """A scored row of another run (``--resume``) as this run judges it: its shortfalls against ``thresholds``'
     floors, its status and its verdict against ``expectation``, from its scores alone. What the row says of itself

@@ -76,8 +76,16 @@ class Recording:
         """The recorded rows' compared fields, by case id (only those are kept: 4,096 whole rows are ~60 MB)."""
         return load_compared(self.recorded_path) if self.plan.checks_reproduction else {}
 
-    def differences(self, evaluation: Evaluation) -> list[str] | None:
-        """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None."""
+    def differences(self, evaluation: Evaluation | ResultRow) -> list[str] | None:
+        """In a whole-run replay of a recorded case: what differs from its recording (``[]``: reproduced); else None.
+        A case's evaluation, or a scored row of it another run wrote (``--resume``), judged alike."""
+        if isinstance(evaluation, ResultRow):
+            row = evaluation
+            recorded = self.recorded.get(row.case_id)
+            if recorded is None or row.scores is None:
+                return None
+            return differences(recorded, {"scores": row.scores.model_dump(), "turns": row.turns,
+                                          "termination": row.termination})
         recorded = self.recorded.get(case_id(evaluation.scenario.scenario_id, evaluation.repeat))
         if recorded is None or evaluation.verdict is None:
             return None

@@ -15,7 +15,8 @@ from .. import __version__
 from ..data.loader import Dataset
 from ..data.models import Scenario, TaskKind
 from ..errors import UsageError
-from ..gating.expectations import PASS, Expectation, Expectations, load_expectations, location, row_judged_now
+from ..gating.expectations import (PASS, Expectation, Expectations, load_expectations, location, row_judged_now,
+                                   row_reproduced_now)
 from ..gating.thresholds import Thresholds, load_thresholds
 from ..results.files import ResultsWriter
 from ..results.identity import RunIdentity, digest, kept_value
@@ -178,10 +179,14 @@ class Run:
 
     def carry_resumed_rows(self) -> int:
         """Controller, before any case: the resumed rows open this run's results, so it holds the whole run - each
-        row's status and verdict worked out again from its scores (``row_judged_now``), never read."""
+        row's status and verdict worked out again, never read: as this run judges its own cases - by the floors
+        (``row_judged_now``), or in a whole-run replay by whether it reproduces its recording (``row_reproduced_now``)."""
         if self.writer is not None:
             for row in self.cases.resumed:
-                self.writer.write(row_judged_now(row, self.thresholds, expected_of(self, row.scenario_id)))
+                expectation = expected_of(self, row.scenario_id)
+                differing = self.recording.differences(row)
+                self.writer.write(row_judged_now(row, self.thresholds, expectation) if differing is None
+                                  else row_reproduced_now(row, differing, expectation))
         return len(self.cases.resumed)
 
     @cached_property
