@@ -96,7 +96,7 @@ def main() -> int:
     status, output, wall, peaks = run_sampled(command, cwd=ROOT, env={**ENV, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     print(output[-1500:])
     newest = max(results.glob("*/results.jsonl"), key=lambda p: p.stat().st_mtime)
-    rows = sum(1 for line in newest.open(encoding="utf-8") if line.strip())
+    rows = sum(1 for line in newest.open(encoding="utf-8") if line.strip() and "scenario_id" in json.loads(line))
     print(f"replay of the full-size dataset: exit status {status}, {passed(output):,} passed, {rows:,} rows in "
           f"{newest}, {wall:.0f} s")
     for line in describe(peaks, next(iter(peaks))):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import lzma
+import re
 import os
 import tempfile
 import threading
@@ -136,6 +137,15 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
         for name in [*dirs, *files]:
             os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
     os.chown(root, uid, gid, follow_symlinks=False)
+
+
+def json_lines(text: str, *, keepends: bool = False) -> list[str]:
+    """The lines of a JSON-lines text: ended by a line feed only. ``str.splitlines`` would also end one at U+0085,
+    U+2028 or U+2029, which JSON writes as they are inside a string (a bot's reply may hold one): its row would
+    read as two broken lines."""
+    if keepends:
+        return [line for line in re.split(r"(?<=\n)", text) if line]
+    return text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else []
 
 
 def size_text(size: int) -> str:

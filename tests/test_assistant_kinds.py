@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import with_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "examples" / "concierge_bot"
@@ -98,7 +99,7 @@ temperature = 0.2
 
 def rows(pytester: pytest.Pytester) -> list[dict]:
     (path,) = pytester.path.glob("personalens-results/*/results.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return with_runs([json.loads(line) for line in path.read_text().splitlines()])
 
 
 @pytest.mark.parametrize("name, kind, remembers", [

@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 
 from .support.fake_llm import FakeLLM, Script, task_of
-from .support.project import latest_results, suite_project
+from .support.project import latest_results, suite_project, with_runs
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 SELECTION = ["--profiles", "7,53", "--domains", "Alarm,Books", "--max-turns", "2"]
@@ -18,7 +18,7 @@ SELECTION = ["--profiles", "7,53", "--domains", "Alarm,Books", "--max-turns", "2
 
 def rows(pytester) -> list[dict]:
     latest = latest_results(pytester.path)
-    return [json.loads(line) for line in latest.read_text().splitlines()]
+    return with_runs([json.loads(line) for line in latest.read_text().splitlines()])
 
 
 def test_concurrent_scenarios_record_their_own_cassettes_and_replay(pytester, monkeypatch):

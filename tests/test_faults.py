@@ -14,7 +14,7 @@ from personalens_testkit.errors import ModelError
 from personalens_testkit.llm.retry import RetryPolicy
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import suite_project
+from .support.project import suite_project, with_runs
 
 CAUSES = ("HTTP 429", "HTTP 500", "no answer within the time limit", "cannot reach", "malformed answer")
 #: every fault the fake server can inject: statuses, hangs, dropped connections, broken, non-UTF-8 and
@@ -37,7 +37,7 @@ def test_a_run_with_twenty_percent_faults_loses_nothing_and_misscores_nothing(py
         result = pytester.runpytest("--profiles", "7,53", "--domains", "Alarm,Books,Buses", "--max-turns", "2", "-n", "4")
     outcomes = result.parseoutcomes()
     (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
-    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows = with_runs([json.loads(line) for line in results.read_text().splitlines()])
     selected = sum(outcomes.get(kind, 0) for kind in ("passed", "failed", "errors", "skipped", "xfailed", "xpassed"))
     assert len(rows) == selected >= 12, "a scenario was lost"
     assert sorted({r["scenario_id"] for r in rows}) == sorted(r["scenario_id"] for r in rows)

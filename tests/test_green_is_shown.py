@@ -22,6 +22,7 @@ from personalens_testkit.gating.thresholds import (
 )
 from personalens_testkit.gating.verdict import decide_run, run_verdict
 from personalens_testkit.results.digest import RowDigest
+from personalens_testkit.results.files import write_rows
 from personalens_testkit.results.recorded import slim
 from personalens_testkit.results.rows import CallRow, ResultRow, dialogue_digest
 from personalens_testkit.run.early_stop import EarlyStop
@@ -265,7 +266,7 @@ def test_the_plan_command_says_the_size_a_selection_of_it_and_its_cost(tmp_path,
     assert "task_completion        margin 0.1, drift 0.01" in out and "a selection of that size: --profiles " in out
     assert "record mode all:" in out and "  total       $" in out
     rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(_row(i, 3).model_dump_json() + "\n" for i in range(30)))
+    write_rows(rows, [_row(i, 3) for i in range(30)])
     assert cli(["plan", "--spread-from", str(rows), "--json"]) == 0
     assert "30 scenario(s)" in json.loads(capsys.readouterr().out)["spread_basis"]
     assert cli(["plan", "--margin", "-1"]) == 2

@@ -28,12 +28,13 @@ from personalens_testkit.report.model import build_report
 from .support.fake_llm import FakeLLM, Script
 from .support.scripted import ScriptedModel
 from .test_reliability import ALARM, LIVE, assert_rows_are_cases, project, python_entry, run_bot
+from .support.project import with_runs
 
 SLOW = "import time\ndef reply(request):\n    time.sleep(0.4)\n    return 'Done, the way you like it.'\n"
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return with_runs([json.loads(line) for line in path.read_text().splitlines() if line.strip()]) if path.is_file() else []
 
 
 @pytest.mark.parametrize(("sent", "narrowed", "selected"), [

@@ -94,7 +94,7 @@ def test_a_changed_bot_is_shown_with_its_turn_its_replies_and_its_scores(project
     offline = run(project, DEAD, "--baseline", baseline)
     assert offline.ret == pytest.ExitCode.TESTS_FAILED
     (row,) = [r for r in map(json.loads, latest_results(project.path).read_text().splitlines())
-              if r["reply_change"] is not None]
+              if r.get("reply_change") is not None]
     assert row["scenario_id"] == "user7-SD-Alarm-task-2" and row["reply_change"]["turn"] == 2
     assert row["reply_change"]["recorded"] == OLD and SECRET not in json.dumps(row)  # redacted as rows are
     summary = (run_folder(project) / "summary.md").read_text()

@@ -13,7 +13,7 @@ from personalens_testkit.agents.injection import MARKER, find_injections, neutra
 from personalens_testkit.llm.base import Message
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, suite_project
+from .support.project import latest_results, suite_project, with_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "examples" / "adversarial_bot"
@@ -77,7 +77,7 @@ def project_for(pytester: pytest.Pytester, extra: str = "") -> None:
 def scored(pytester: pytest.Pytester, *args: str) -> dict:
     result = pytester.runpytest_subprocess(*args, timeout=900)
     latest = latest_results(pytester.path)
-    (row,) = [json.loads(line) for line in latest.read_text().splitlines()]
+    (row,) = with_runs([json.loads(line) for line in latest.read_text().splitlines()])
     assert row["scores"] is not None, result.stdout.str()[-3000:]
     return row
 

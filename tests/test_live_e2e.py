@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .support.project import latest_results
+from .support.project import latest_results, with_runs
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "suites"
 ARGS = ("-p", "no:deepeval", "--profiles", "7", "--domains", "Alarm", "-k", "task-1", "--max-turns", "1", "--turn-level",
@@ -54,7 +54,7 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     # as the README says: too few scenarios for any gate - inconclusive, never passed
     assert "personalens: verdict: inconclusive" in result.stdout.str(), result.stdout.str()[-3000:]
     (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
-    (row,) = [json.loads(line) for line in results.read_text().splitlines()]
+    (row,) = with_runs([json.loads(line) for line in results.read_text().splitlines()])
     assert row["scenario_id"] == "user7-SD-Alarm-task-1" and row["status"] in ("passed", "failed")
     assert row["verdict"] == ("unexpected pass" if row["status"] == "passed" else "expected failure")
     assert (row["user_model"], row["judge_model"], row["assistant_model"]) == ("local", "local", "local")
@@ -80,7 +80,7 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     replay.stdout.fnmatch_lines(["personalens: replaying 1 of 4 selected scenarios offline from *"])
     assert replay.parseoutcomes().get("passed") == 1, replay.stdout.str()[-3000:]
     latest = latest_results(pytester.path)
-    (again,) = [json.loads(line) for line in latest.read_text().splitlines()]
+    (again,) = with_runs([json.loads(line) for line in latest.read_text().splitlines()])
     assert again["scores"] == row["scores"] and again["transcript"] == row["transcript"]
     assert not list(latest.parent.glob("embedded-server-*.log")), "a replay started a model server"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script, task_of
+from .support.project import with_runs
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 FAKE_SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
@@ -31,7 +32,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def rows(pytester: pytest.Pytester) -> list[dict]:
     (results,) = pytester.path.glob("personalens-results/*/results.jsonl")
-    return [json.loads(line) for line in results.read_text().splitlines()]
+    return with_runs([json.loads(line) for line in results.read_text().splitlines()])
 
 
 def test_collects_the_whole_sample_with_readable_ids(suite):

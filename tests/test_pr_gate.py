@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import recorded_rows, write_recorded
+from .support.project import recorded_rows, write_recorded, with_runs
 from .support.reachable import tmp_path  # noqa: F401 - a folder a bot under its own user id can reach
 
 #: user 7's single-domain scenarios in these domains: enough for the baseline to decide (a gate needs 10)
@@ -437,7 +437,7 @@ def test_a_bot_broken_on_a_few_scenarios_is_red_with_credentials(pr: Path):
     regressions = report["verdict"]["regressions"]
     assert report["verdict"]["outcome"] == "regressed" and regressions
     assert all("Books" in case for case in regressions), regressions  # only the broken scenarios
-    rows = [json.loads(line) for line in next((pr / "personalens-gate").rglob("results.jsonl")).read_text().splitlines()]
+    rows = with_runs([json.loads(line) for line in next((pr / "personalens-gate").rglob("results.jsonl")).read_text().splitlines()])
     for row in rows:
         if row["scenario_id"] in regressions:
             confirmation = row["confirmation"]

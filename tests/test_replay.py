@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import latest_results, recorded_rows, suite_project, write_recorded
+from .support.project import latest_results, recorded_rows, suite_project, write_recorded, with_runs
 
 SPECS = ["--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--assistant-model", "openai:fake-bot"]
 ALARM = ["--profiles", "7", "--domains", "Alarm"]
@@ -32,7 +32,7 @@ def run(project: pytest.Pytester, url: str, *args: str, subprocess: bool = False
 
 def last_rows(project: pytest.Pytester) -> list[dict]:
     latest = latest_results(project.path)
-    return [json.loads(line) for line in latest.read_text().splitlines()]
+    return with_runs([json.loads(line) for line in latest.read_text().splitlines()])
 
 
 def without_timings(row: dict) -> dict:

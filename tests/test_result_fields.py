@@ -108,6 +108,8 @@ def test_the_fast_path_reads_json_lines_and_steps_aside_for_anything_else():
         {"scenario_id": "a"}, {"scenario_id": "b"}]
     assert _from_lines('{"scenario_id": "a"}\n', names) is None  # one JSON value: load_records reads it
     assert _from_lines('{"scenario_id": "a"}\n{"repeat": 1}\n', names) is None  # its error is load_records'
+    runs = '{"run": {"run_id": "r", "assistant": "botA"}}\n{"scenario_id": "a", "run_id": "r"}\n{"scenario_id": "b"}\n'
+    assert _from_lines(runs, names) == [{"scenario_id": "a"}, {"scenario_id": "b"}]  # a run's record is no row's
 
 
 def test_an_xz_file_and_a_missing_one_read_alike(tmp_path):

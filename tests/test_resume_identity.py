@@ -18,13 +18,13 @@ from personalens_testkit.cli import main as cli
 from personalens_testkit.errors import UsageError
 from personalens_testkit.gating.compare import compare_rows
 from personalens_testkit.report.agreement import labels_by_scenario
-from personalens_testkit.results.files import check_one_run, dedupe_rows, load_rows
+from personalens_testkit.results.files import check_one_run, dedupe_rows, load_rows, write_rows
 from personalens_testkit.results.recorded import merge_recorded
 from personalens_testkit.results.identity import RunIdentity, identity_difference
-from personalens_testkit.results.rows import ResultRow
+from personalens_testkit.results.rows import ResultRow, RunInfo
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import read_rows, recorded_rows, write_recorded
+from .support.project import read_rows, recorded_rows, write_recorded, with_runs
 from .test_reliability import ALARM, LIVE, assert_rows_are_cases, project, python_entry, run_rows
 
 BOT = "def reply(request):\n    return 'at your service, from {name}'\n"
@@ -150,7 +150,7 @@ def test_a_resume_keeps_only_rows_of_cases_this_run_selects_and_an_edited_id_is_
     edited (a trailing space, upper case, a zero-width space) is the same case: 4 cases, 4 rows."""
     with FakeLLM(Script(terminate_after=1)) as fake:
         results = first_run(pytester, fake, tmp_path)
-        rows = [json.loads(line) for line in results.read_text().splitlines()]
+        rows = with_runs([json.loads(line) for line in results.read_text().splitlines()])
         extra = [{**rows[0], "scenario_id": rows[0]["scenario_id"] + " "},
                  {**rows[1], "scenario_id": rows[1]["scenario_id"].upper()},
                  {**rows[2], "scenario_id": "\u200b" + rows[2]["scenario_id"]},
@@ -230,10 +230,11 @@ def test_every_reader_counts_a_case_once(tmp_path):
     one = [row(1, "2025-01-01T10:00:00+00:00", tag="old"), row(2, "2025-01-01T10:00:00+00:00", tag="old")]
     newer = row(1, "2025-01-02T10:00:00+00:00", tag="new")
     path = tmp_path / "results.jsonl"
-    path.write_text("".join(r.model_dump_json() + "\n" for r in one + [newer] + one))
+    write_rows(path, one + [newer] + one)
     assert [(r.case_id, r.run_id) for r in load_rows(path)] == [("user7-SD-Alarm-task-1", "new"),
                                                                  ("user7-SD-Alarm-task-2", "old")]
-    report = {"rows": [json.loads(r.model_dump_json()) for r in one + [newer] + one]}
+    report = {"runs": [{"run_id": "old"}, {"run_id": "new"}],
+              "rows": [json.loads(r.model_dump_json()) for r in one + [newer] + one]}
     (tmp_path / "report.json").write_text(json.dumps(report))
     assert len(load_rows(tmp_path / "report.json")) == 2
     # agreement's labels: the newest record of a case; a newer error leaves the case without a label
@@ -250,7 +251,7 @@ def test_the_recorded_results_keep_the_newest_row_of_each_case(tmp_path):
     folder = tmp_path / "cassettes" / "botA"
     folder.mkdir(parents=True)
     recorded = [row(1, "2025-01-05T00:00:00+00:00", tag="re-recorded"), row(2, "2025-01-01T00:00:00+00:00", tag="old")]
-    write_recorded(folder, [json.loads(r.model_dump_json()) for r in recorded + recorded])  # each case twice
+    write_recorded(folder, [{**json.loads(r.model_dump_json()), "assistant": "botA"} for r in recorded + recorded])
     kept = [row(1, "2025-01-02T00:00:00+00:00", tag="a resumed run's kept row"),
             row(2, "2025-01-03T00:00:00+00:00", tag="new"), row(2, "2025-01-03T00:00:00+00:00", tag="new")]
     assert merge_recorded(folder / "results.jsonl.xz", kept) == 1
@@ -282,13 +283,13 @@ def test_old_rows_stay_readable_and_merge_alike_only():
     old = ResultRow.model_validate({"scenario_id": "user7-SD-Alarm-task-1", "status": "passed"})
     assert old.identity is None
     check_one_run([("a", [old]), ("b", [old])], what="merge")  # rows of an older testkit: nothing to compare
-    dressed = old.model_copy(update={"identity": IDENTITY})
+    dressed = old.model_copy(update={"run": RunInfo(identity=IDENTITY)})
     check_one_run([("a", [dressed]), ("b", [dressed])], what="merge")
     with pytest.raises(UsageError) as caught:
         check_one_run([("a", [dressed]), ("b", [old])], what="merge")
     assert str(caught.value) == ("merge: b: rows carry no identity (written by an older testkit), a's do (field identity): "
                                  "rows produced differently are not one run's and make no one report")
-    other = dressed.model_copy(update={"identity": IDENTITY.model_copy(update={"data": "upstream data #ffffffffffff"})})
+    other = dressed.model_copy(update={"run": RunInfo(identity=IDENTITY.model_copy(update={"data": "upstream data #ffffffffffff"}))})
     with pytest.raises(UsageError) as caught:
         check_one_run([("a", [dressed, other])], what="merge")
     assert str(caught.value).startswith('merge: a: rows were produced by data "upstream data #ffffffffffff", other rows '

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from personalens_testkit.results.rows import dialogue_digest
+from .support.project import with_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "cassettes" / "reference"
@@ -24,7 +25,7 @@ def replay(results_dir: Path) -> tuple[subprocess.CompletedProcess[str], list[di
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     (results,) = results_dir.glob("*/results.jsonl")
-    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows = with_runs([json.loads(line) for line in results.read_text().splitlines()])
     return done, rows
 
 
@@ -37,7 +38,7 @@ def comparable(row: dict) -> str:
 def test_the_shipped_cassettes_replay_offline_and_reproduce_their_recording(tmp_path):
     cassettes = sorted(p.name.removesuffix(".json.xz") for p in SHIPPED.glob("*.json.xz"))
     with lzma.open(SHIPPED / "results.jsonl.xz", "rt", encoding="utf-8") as lines:
-        recorded = {row["scenario_id"]: row for row in map(json.loads, lines)}
+        recorded = {row["scenario_id"]: row for row in with_runs(list(map(json.loads, lines)))}
     assert not (SHIPPED / "results.jsonl").exists()  # the older, whole-row form is gone
     assert all(row["calls"] == [] for row in recorded.values())  # slim rows: no call list
     # each keeps its dialogue, matching its fingerprint: a live run judges it again beside its own floor misses
@@ -80,7 +81,7 @@ def test_a_replay_resumed_judges_its_kept_rows_by_reproduction_as_it_judges_its_
     resumed = run("--resume", str(results), "-k", "user107-SD-Books-task-1 or user1111-MD-task-3")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "0 regression(s)" in resumed.stdout and "deselected" in resumed.stdout
-    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows = with_runs([json.loads(line) for line in results.read_text().splitlines()])
     rows[0]["scores"]["naturalness_user"] = rows[0]["scores"]["naturalness_user"] % 5 + 1  # another of 1..5
     edited = tmp_path / "edited.jsonl"
     edited.write_text("".join(json.dumps(row) + "\n" for row in rows))

@@ -51,6 +51,7 @@ def _judge(args: argparse.Namespace) -> int:
                 row = row.model_copy(update={"status": "failed" if found else "passed",
                                              "shortfalls": [s.as_dict() for s in found]})
             rows.append(row)
+            writer.declare(info)
             writer.write_json(redact_json(row.model_dump_json()))
             print(f"personalens judge: {number}/{len(conversations)} {conversation.id}: {row.status}", file=sys.stderr)
     finally:

@@ -10,6 +10,7 @@ from typing import Callable, Optional, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..errors import DataError, dotted
+from ..files import json_lines
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,7 +21,7 @@ def read_models(path: Path, model: type[M], noun: str,
     wrong). Raises DataError when the file cannot be read, a line is not JSON or not valid, an id appears
     twice, or there is no line at all."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = json_lines(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(path, None, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     found: list[M] = []

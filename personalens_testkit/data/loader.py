@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import DataError, dotted
+from ..files import json_lines
 from .models import Profile, Scenario, Situation, Task, UserTask
 
 _USER_DIR = re.compile(r"^user(\d+)$")
@@ -133,7 +134,7 @@ class Dataset:
             raise DataError(task_dir, None, "no such folder (expected data/task/<Domain>/task.jsonl)")
         for folder in sorted(p for p in task_dir.iterdir() if p.is_dir()):
             path = folder / "task.jsonl"
-            for line_no, line in enumerate(_read_text(path).splitlines(), start=1):
+            for line_no, line in enumerate(json_lines(_read_text(path)), start=1):
                 if not line.strip():
                     continue
                 task = _catalogue_task(path, line_no, line, folder.name)

@@ -28,7 +28,7 @@ from ..gating.stats import pass_hat_k
 from ..gating.thresholds import Thresholds
 from ..gating.verdict import NotRun, RunVerdict, decide_run, run_verdict
 from ..results.digest import RowDigest
-from ..results.rows import ResultRow
+from ..results.rows import ResultRow, RunInfo
 from ..results.source import RowSource
 from ..scales import HEADLINE, METRICS
 from .changes import ScenarioChange, scenario_changes
@@ -128,10 +128,20 @@ class RunReport(BaseModel):
         return iter(self.rows) if positions is None else (self.rows[i] for i in positions)
 
     def row_lines(self) -> Iterator[str]:
-        """Every case's row as one line of JSON."""
+        """Every case's row as one line of JSON (naming its run by ``run_id``: :meth:`row_runs`)."""
         if self._source is not None:
             return self._source.lines()
         return (row.model_dump_json() for row in self.rows)
+
+    def row_runs(self) -> list[RunInfo]:
+        """The runs of the rows, once each (a report holds them beside the rows, as a results file does)."""
+        if self._source is not None:
+            return self._source.run_records()  # type: ignore[no-any-return]
+        found: dict[str, RunInfo] = {}
+        for row in self.rows:
+            if isinstance(row, ResultRow) and row.run is not None:
+                found.setdefault(row.run_id, row.run)
+        return list(found.values())
 
 
 def repeats(rows: Sequence[ResultRow], confidence: float = 0.95) -> Repeats | None:

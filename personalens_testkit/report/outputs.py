@@ -31,7 +31,9 @@ def report_json(report: RunReport) -> Iterator[str]:
             yield from _streamed_ledger(report, value)
         else:
             yield json.dumps(value, ensure_ascii=False)
-    yield (",\n" if data else "") + ' "rows": ['
+    runs = ",\n  ".join(run.model_dump_json() for run in report.row_runs())
+    yield (",\n" if data else "") + ' "runs": [' + (f"\n  {runs}\n ]" if runs else "]")
+    yield ',\n "rows": ['
     for number, line in enumerate(report.row_lines()):
         yield ("\n  " if number == 0 else ",\n  ") + line
     yield "\n ]\n}\n" if report.rows else "]\n}\n"

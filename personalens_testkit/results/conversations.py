@@ -81,7 +81,7 @@ def judge_conversation(judge: Judge, conversation: Conversation, context: UserCo
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     messages = conversation.chat()
     base: dict[str, Any] = dict(
-        **run.model_dump(), scenario_id=conversation.id, user_id=context.user_id, task_id="conversation",
+        run=run, run_id=run.run_id, scenario_id=conversation.id, user_id=context.user_id, task_id="conversation",
         task_kind="md" if len(context.domains) > 1 else "sd", domains=context.domains or ["General"],
         transcript=[{"role": m.role, "content": m.content} for m in messages], started_at=started_at,
         turns=sum(1 for m in messages if m.role == "assistant"), termination="recorded",

@@ -17,7 +17,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
+from ..files import json_lines
 from .files import load_records, results_text, whole_lines
+from .rows import ResultRow
+from .runs import is_run_record
 
 
 @functools.lru_cache(maxsize=8)
@@ -30,24 +33,30 @@ def field_reader(names: tuple[str, ...]) -> TypeAdapter[Any]:
 def _from_lines(text: str, names: tuple[str, ...]) -> list[dict[str, Any]] | None:
     """Each whole line's fields, when the text is JSON lines (two or more, each an object with a scenario_id that
     the parser reads, no line left out but a torn last one); else None. Objects alone on their lines, with nothing
-    between them, are never one JSON value, so the text is read as lines, as :func:`~.files.load_records` reads it.
-    (Something left out between them - ``[`` before a lone carriage return, which ``splitlines`` ends a line at and
-    JSON reads as a space - could make them one.)"""
-    written = [line for line in text.splitlines(keepends=True) if line.strip()]
+    between them, are never one JSON value, so the text is read as lines, as :func:`~.files.load_records` reads it
+    (lines end at a line feed only: :func:`~personalens_testkit.files.json_lines`)."""
+    written = [line for line in json_lines(text, keepends=True) if line.strip()]
     lines = list(whole_lines(written))
     if len(lines) < 2 or (lines != written and lines != written[:-1]):
         return None
-    reader = field_reader(names)
+    reader = field_reader((*names, "run"))
     try:
         found = [reader.validate_json(line) for line in lines]
     except ValidationError:
         return None
-    return found if all("scenario_id" in record for record in found) else None
+    rows = [record for record in found if not is_run_record(record)]  # a run's record holds no row's field
+    for record in rows:
+        record.pop("run", None)
+    return rows if all("scenario_id" in record for record in rows) else None
 
 
 def load_fields(path: Path, names: tuple[str, ...], *, what: str = "results") -> list[dict[str, Any]]:
-    """The fields ``names`` and ``scenario_id`` of each record of ``path`` (see the module's text)."""
+    """The fields ``names`` and ``scenario_id`` of each row of ``path`` (see the module's text): fields a row
+    declares (:class:`~.rows.ResultRow`'s, never its run's: a ValueError names one that is not)."""
     names = ("scenario_id", *(name for name in names if name != "scenario_id"))
+    unknown = [name for name in names if name not in ResultRow.model_fields or name == "run"]
+    if unknown:
+        raise ValueError(f"not a field of a result row: {', '.join(unknown)}")
     text = results_text(path, what)
     found = _from_lines(text, names)
     if found is not None:

@@ -1,10 +1,10 @@
 """The one reader and the one writer of results files.
 
 - ``results.jsonl``: one row per line, appended as each case ends by :class:`ResultsWriter`
-  (only the controlling process writes it); a torn last line left by a killed run is skipped
-  when read.
-- ``report.json``: a run report, whose ``rows`` hold the same rows.
-- a JSON list of rows.
+  (only the controlling process writes it), each run's information once, in its run record before
+  its first row (:mod:`.runs`); a torn last line left by a killed run is skipped when read.
+- ``report.json``: a run report, whose ``rows`` hold the same rows and ``runs`` their runs.
+- a JSON list of rows (and run records).
 
 Whatever the file, :func:`load_rows` gives typed :class:`~.rows.ResultRow` objects, one per case (the
 newest, :func:`dedupe_rows`), or one line naming the file, the line and the field at fault.
@@ -25,9 +25,11 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
-from ..files import BoundedReadError, read_xz, reserve, write_atomically, write_bytes_atomically
+from ..files import BoundedReadError, json_lines, read_xz, reserve, write_atomically, write_bytes_atomically
 from .identity import identity_difference, identity_value, identity_words, stated_difference
-from .rows import ResultRow
+from ..secrets import redact_json
+from .rows import ResultRow, RunInfo, run_line
+from .runs import Runs, is_run_record, row_run, run_lines
 
 
 class ResultsWriter:
@@ -45,7 +47,10 @@ class ResultsWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: IO[bytes] | None = None
+        #: rows written (a run record is no row)
         self.count = 0
+        #: the runs whose record this writer wrote
+        self.declared: set[str] = set()
         self._largest = 0
         #: where the room reserved so far ends (0: none)
         self._reserved_to = 0
@@ -68,11 +73,26 @@ class ResultsWriter:
         self._reserve()
 
     def write(self, row: ResultRow) -> None:
+        """A row, after its run's record if this writer has not written it yet."""
+        run = row_run(row)
+        if run is not None:
+            self.declare(run)
         self.write_json(row.model_dump_json())
 
+    def declare(self, run: RunInfo) -> None:
+        """The run's record (secrets redacted), unless this writer wrote it already: a row of the run may follow."""
+        if run.run_id not in self.declared:
+            self._put(redact_json(run_line(run)))
+            self.declared.add(run.run_id)
+
     def write_json(self, line: str) -> None:
-        """A row already written as one line of JSON. Raises StorageError if it cannot be written; sets
-        :attr:`out_of_room` if it was written but no room is left for another (the run must stop)."""
+        """A row already written as one line of JSON (its run declared: :meth:`declare`). Raises StorageError if it
+        cannot be written; sets :attr:`out_of_room` if it was written but no room is left for another (the run must
+        stop)."""
+        self._put(line)
+        self.count += 1
+
+    def _put(self, line: str) -> None:
         self.open()
         assert self._file is not None
         data = (line + "\n").encode("utf-8")
@@ -88,7 +108,6 @@ class ResultsWriter:
         except OSError as exc:
             self._cut(end)
             raise StorageError(self.path, exc) from exc
-        self.count += 1
         self._largest = max(self._largest, len(data))
         try:
             self._reserve()
@@ -128,12 +147,19 @@ class ResultsWriter:
 
 def read_rows(path: Path, *, written: set[bytes] | None = None) -> list[ResultRow]:
     """One row per case of a results file this run wrote, the newest (see :func:`dedupe_rows`; a torn last
-    line from a crash is skipped); with ``written`` (a :class:`ResultsWriter`'s digests), only the lines it wrote."""
+    line from a crash is skipped), each with its run; with ``written`` (a :class:`ResultsWriter`'s digests), only the
+    lines it wrote."""
+    runs, rows = Runs(path, "results"), []
     with open(path, encoding="utf-8") as handle:
-        lines = whole_lines(handle)
-        if written is not None:
-            lines = (line for line in lines if line_digest(line.encode("utf-8")) in written)
-        return dedupe_rows(ResultRow.model_validate_json(line) for line in lines)
+        for number, line in enumerate(whole_lines(handle), start=1):
+            if written is not None and line_digest(line.encode("utf-8")) not in written:
+                continue
+            record = json.loads(line)
+            if is_run_record(record):
+                runs.hold(record, f"line {number}")
+            else:
+                rows.append((f"line {number}", ResultRow.model_validate(record)))
+    return dedupe_rows(runs.join(row, where) for where, row in rows)
 
 
 def line_digest(data: bytes) -> bytes:
@@ -164,7 +190,9 @@ def load_rows(path: Path, *, what: str = "results") -> list[ResultRow]:
     """Rows of a report JSON (``report.json``), a results file (``results.jsonl``; a torn last line
     left by a killed run is skipped) or a JSON list of rows, one per case (see :func:`dedupe_rows`);
     a UsageError names what is wrong."""
-    return dedupe_rows(_row(row, path, what, number) for number, row in enumerate(load_records(path, what=what), start=1))
+    records, runs = load_records_and_runs(path, what=what)
+    return dedupe_rows(runs.join(_row(row, path, what, number), f"row {number}")
+                       for number, row in enumerate(records, start=1))
 
 
 T = TypeVar("T")
@@ -209,14 +237,29 @@ def finished_instant(value: Any) -> float:
 
 def load_records(path: Path, *, what: str = "results", text: str | None = None) -> list[dict[str, Any]]:
     """The records of a report JSON, a JSON-lines file or a JSON list, each an object with a
-    ``scenario_id`` (rows, or labels: see ``personalens agreement``), as plain dicts. ``text``: the file's, if read."""
+    ``scenario_id`` (rows, or labels: see ``personalens agreement``), as plain dicts; runs' records are left out
+    (:func:`load_records_and_runs` holds them). ``text``: the file's, if read."""
+    return load_records_and_runs(path, what=what, text=text)[0]
+
+
+def load_records_and_runs(path: Path, *, what: str = "results",
+                          text: str | None = None) -> tuple[list[dict[str, Any]], Runs]:
+    """:func:`load_records`, and the runs the file holds (a report's ``runs``, or the run records among the lines)."""
     data = _load_json(path, what, text)
+    runs = Runs(path, what)
     if isinstance(data, dict) and "scenario_id" in data:
         data = [data]  # a file of one record
+    if isinstance(data, dict) and isinstance(data.get("runs"), list):
+        runs.hold_all(data["runs"], "runs")
     records = data.get("rows") if isinstance(data, dict) else data
+    if isinstance(records, list) and isinstance(data, list):
+        for number, record in enumerate(records, start=1):
+            if is_run_record(record):
+                runs.hold(record, f"record {number}")
+        records = [record for record in records if not is_run_record(record)]
     if not isinstance(records, list) or not all(isinstance(r, dict) and "scenario_id" in r for r in records):
         raise UsageError(f"{what} {path}: expected a report JSON with rows, or result rows with scenario_id")
-    return records
+    return records, runs
 
 
 #: The most an xz results file (the recorded results beside the cassettes, about 2 KB a slim row) may
@@ -241,7 +284,7 @@ def _load_json(path: Path, what: str, text: str | None = None) -> Any:
         pass  # JSON lines (or not JSON): read a line at a time below
     except (ValueError, RecursionError) as exc:  # in the first value: an integer of over 4,300 digits, deep nesting
         raise UsageError(f"{what} {path}: not JSON or JSON lines ({exc})") from None
-    lines = text.splitlines(keepends=True)
+    lines = json_lines(text, keepends=True)
     complete = list(whole_lines(lines)) or [line for line in lines if line.strip()]
     try:
         return [json.loads(line) for line in complete]
@@ -258,9 +301,10 @@ def _row(data: dict[str, Any], path: Path, what: str, number: int) -> ResultRow:
 
 
 def write_rows(path: Path, rows: Iterable[ResultRow]) -> None:
-    """A whole results file at once (merged shards, the recorded results), written atomically; xz-compressed
-    when the name ends in ``.xz``."""
-    text = "".join(row.model_dump_json() + "\n" for row in rows)
+    """A whole results file at once (merged shards, the recorded results), written atomically, the rows' runs first
+    (one record each); xz-compressed when the name ends in ``.xz``."""
+    rows = list(rows)
+    text = "".join(line + "\n" for line in [*run_lines(rows), *(row.model_dump_json() for row in rows)])
     data = text.encode("utf-8")
     write_bytes_atomically(path, lzma.compress(data, preset=6) if path.name.endswith(".xz") else data)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Protocol, Sequence
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..data.models import case_id
 from ..errors import ErrorSource
@@ -31,20 +31,31 @@ class _Part(BaseModel):
 
 
 class RunInfo(_Part):
-    """What every row of a run shares: its id and the parts it was run with."""
+    """What every row of a run shares: its id and the parts it was run with. A results file holds it once per run
+    (a run record, :func:`run_line`), each row only the ``run_id`` that names it (see :mod:`.runs`)."""
 
-    run_id: str
-    assistant: str
-    assistant_kind: str
-    assistant_context: str
-    assistant_model: Optional[str]
+    run_id: str = ""
+    assistant: str = ""
+    assistant_kind: str = ""
+    assistant_context: str = ""
+    assistant_model: Optional[str] = None
     #: the reference assistant's prompt variant (claude / llama / mistral); None for a bot
     assistant_prompt: Optional[str] = None
-    user_model: str
-    judge_model: str
+    user_model: str = ""
+    judge_model: str = ""
     record_mode: Optional[str] = None
-    #: what produced the rows (None: not known, as for `personalens judge`'s rows)
+    #: what produced the rows (None: not known, as for `personalens judge`'s rows, or rows of older versions)
     identity: Optional[RunIdentity] = None
+
+
+#: the fields of :class:`RunInfo`: the run's, which a row of an older version repeated (a row of this version holds
+#: ``run_id`` only)
+RUN_FIELDS = tuple(RunInfo.model_fields)
+
+
+def run_line(run: RunInfo) -> str:
+    """A run's record in a results file: one line of JSON, ``{"run": {...}}``, before its first row."""
+    return '{"run":' + run.model_dump_json() + "}"
 
 
 class RowError(_Part):
@@ -166,24 +177,19 @@ class ReadsScores:
 
 
 class ResultRow(ReadsScores, _Part):
-    schema_version: int = 1
+    #: 2: the run's information is the file's run record (``run``), the row names it by ``run_id``; 1: every row
+    #: repeated it (read as the row's ``run`` all the same)
+    schema_version: int = 2
     run_id: str = ""
+    #: the run that produced the row (one object for every row of the run): never written with the row - a results
+    #: file holds it once, as the run's record (:func:`run_line`); None for a row built without one
+    run: Optional[RunInfo] = Field(default=None, exclude=True)
     scenario_id: str
     user_id: str = ""
     task_id: str = ""
     task_kind: str = "sd"
     domains: list[str] = []
     status: Status
-    assistant: str = ""
-    assistant_kind: str = ""
-    assistant_context: str = ""
-    assistant_model: Optional[str] = None
-    assistant_prompt: Optional[str] = None
-    user_model: str = ""
-    judge_model: str = ""
-    record_mode: Optional[str] = None
-    #: what produced the row (None in the rows of older versions: they stand for no other run's case)
-    identity: Optional[RunIdentity] = None
     cassette: Optional[str] = None
     repeat: int = 1
     scores: Optional[Scores] = None
@@ -232,11 +238,65 @@ class ResultRow(ReadsScores, _Part):
 
     _partial = field_validator("partial_scores", mode="before")(in_part_on_the_scales)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _run_of_an_older_row(cls, value: Any) -> Any:
+        """A row of schema 1 (and a row built with the run's fields by name): its run's fields are its ``run``."""
+        if isinstance(value, dict) and "run" not in value and any(name in value for name in RUN_FIELDS[1:]):
+            return {**value, "run": {name: value[name] for name in RUN_FIELDS if name in value}}
+        return value
+
+    @model_validator(mode="after")
+    def _one_run_id(self) -> "ResultRow":
+        if self.run is not None and self.run.run_id != self.run_id:
+            if self.run_id:
+                raise ValueError(f"run_id {self.run_id!r} is not its run's ({self.run.run_id!r})")
+            self.run_id = self.run.run_id
+        return self
+
     @model_validator(mode="after")
     def _partial_only_beside_unreadable(self) -> "ResultRow":
         check_partial(self.status, self.scores, self.partial_scores, self.unreadable,
                       self.error.kind if self.error else None)
         return self
+
+    @property
+    def assistant(self) -> str:
+        return self.run.assistant if self.run else ""
+
+    @property
+    def assistant_kind(self) -> str:
+        return self.run.assistant_kind if self.run else ""
+
+    @property
+    def assistant_context(self) -> str:
+        return self.run.assistant_context if self.run else ""
+
+    @property
+    def assistant_model(self) -> Optional[str]:
+        return self.run.assistant_model if self.run else None
+
+    @property
+    def assistant_prompt(self) -> Optional[str]:
+        return self.run.assistant_prompt if self.run else None
+
+    @property
+    def user_model(self) -> str:
+        return self.run.user_model if self.run else ""
+
+    @property
+    def judge_model(self) -> str:
+        return self.run.judge_model if self.run else ""
+
+    @property
+    def record_mode(self) -> Optional[str]:
+        return self.run.record_mode if self.run else None
+
+    @property
+    def identity(self) -> Optional[RunIdentity]:
+        """What produced the row (None for a row without a run, and in the rows of older versions: they stand for no
+        other run's case)."""
+        return self.run.identity if self.run else None
 
     def usage_by_role(self) -> dict[str, RoleUsage]:
         """Each role's calls and tokens: from the calls, or the kept usage."""
@@ -273,7 +333,7 @@ def build_row(
     error = evaluation.error
     transcript = dialogue.transcript()
     return ResultRow(
-        **run.model_dump(),
+        run=run, run_id=run.run_id,
         scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
         task_kind=scenario.kind.value, domains=list(scenario.domains), status=status, cassette=cassette,
         scores=verdict.scores if verdict and not error else None,
@@ -310,8 +370,9 @@ def error_row(run: RunInfo, evaluation: Evaluation, exc: BaseException) -> Resul
     """A minimal error row for a case whose full row could not be built (it always serialises)."""
     scenario = evaluation.scenario
     return ResultRow(
-        **run.model_dump(), scenario_id=scenario.scenario_id, user_id=scenario.user_id, task_id=scenario.task.task_id,
-        task_kind=scenario.kind.value, domains=list(scenario.domains), status="error", repeat=evaluation.repeat,
+        run=run, run_id=run.run_id, scenario_id=scenario.scenario_id, user_id=scenario.user_id,
+        task_id=scenario.task.task_id, task_kind=scenario.kind.value, domains=list(scenario.domains), status="error",
+        repeat=evaluation.repeat,
         error=RowError(kind=type(exc).__name__, phase="writing the result row", source="internal",
                        message=f"the result row could not be built: {type(exc).__name__}: {exc!r} (please report it)"),
         turns=evaluation.dialogue.turns, max_turns=evaluation.max_turns, started_at=evaluation.started_at,

@@ -3,7 +3,8 @@
 dialogues, the recorded results) read them again from the file, one at a time.
 
 Which lines are the run's rows is decided once, by the rule of :func:`~.files.read_rows`: only the lines the
-run's writer wrote (when its digests are given), a torn last line skipped, and one row per case - the newest,
+run's writer wrote (when its digests are given), a torn last line skipped, each row joined to its run's record
+(:mod:`.runs`), and one row per case - the newest,
 in the order the cases first appear (:func:`~.files.dedupe_rows`). Memory: a file offset and a length per case (16 bytes).
 """
 
@@ -22,11 +23,12 @@ from ..errors import StorageError
 from .digest import RowDigest
 from .fields import field_reader
 from .files import canonical_case, finished_instant, line_digest
-from .rows import ResultRow
+from .rows import ResultRow, RunInfo
+from .runs import Runs, is_run_record
 
 
-#: what decides a row's place among the run's rows: its case and when it finished
-_PLACING = field_reader(("scenario_id", "repeat", "finished_at"))
+#: what decides a row's place among the run's rows: its case and when it finished (and a run's record: its run)
+_PLACING = field_reader(("scenario_id", "repeat", "finished_at", "run"))
 
 
 def _placing(data: bytes) -> dict[str, Any]:
@@ -45,6 +47,8 @@ class RowSource:
     def __init__(self, path: Path, *, written: set[bytes] | None = None) -> None:
         self.path = path
         self.written = written
+        #: the runs of the rows (the file's run records)
+        self.runs = Runs(path, "results")
         #: where each case's row starts in the file and how long it is, in the order the cases first appear
         self.starts, self.lengths = array("q"), array("q")
         for start, length in self._spans():
@@ -71,6 +75,9 @@ class RowSource:
                     if whole:
                         raise  # as read_rows: a broken whole line of this run's own file is not skipped silently
                     continue  # the torn last line of a killed run
+                if is_run_record(record):
+                    self.runs.hold(record, f"line {position + 1}")
+                    continue
                 key = canonical_case(case_id(record["scenario_id"], record.get("repeat") or 1))
                 rank = (finished_instant(record.get("finished_at")), position)
                 if key not in best or rank > best[key][0]:
@@ -93,8 +100,13 @@ class RowSource:
                 yield data.decode("utf-8").rstrip("\n")
 
     def rows(self, positions: Sequence[int] | None = None) -> Iterator[ResultRow]:
-        for line in self.lines(positions):
-            yield ResultRow.model_validate_json(line)
+        """Each case's row (see :meth:`lines`), joined to its run."""
+        for index, line in zip(range(len(self.starts)) if positions is None else positions, self.lines(positions)):
+            yield self.runs.join(ResultRow.model_validate_json(line), f"row {index + 1}")
+
+    def run_records(self) -> list[RunInfo]:
+        """The runs of the rows, once each (what a report's ``runs`` holds beside its rows)."""
+        return list(self.runs.held.values())
 
     def digests(self, *feeds: Callable[[ResultRow], object]) -> list[RowDigest]:
         """Every case's digest; each whole row is handed to ``feeds`` on the way (running totals), in order."""

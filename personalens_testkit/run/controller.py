@@ -79,6 +79,7 @@ class RunController:
         if not self._armed:
             self._arm()
         try:
+            writer.declare(self.run.run_info)  # the run's record, before its first row
             writer.write_json(line)
         except StorageError as exc:
             return self._stop(f"{exc} (the row of {nodeid} is lost)")

@@ -31,9 +31,18 @@ def latest_results(root: Path) -> Path:
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The complete rows of a results file, as plain dicts (a torn last line is skipped)."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-            if line.endswith("\n") and line.strip()]
+    """The complete rows of a results file, as plain dicts (a torn last line is skipped), each with its run's
+    fields beside its own (the file holds them once a run, in the run's record)."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+               if line.endswith("\n") and line.strip()]
+    return with_runs(records)
+
+
+def with_runs(records: list[dict]) -> list[dict]:
+    """Row records with their run's fields (``run_id`` naming a run record among them), run records left out."""
+    runs = {record["run"]["run_id"]: record["run"] for record in records if "run" in record and "scenario_id" not in record}
+    return [{**runs.get(record.get("run_id"), {}), **record} for record in records
+            if not ("run" in record and "scenario_id" not in record)]
 
 
 def recorded_rows(folder: Path) -> list[dict]:
@@ -41,7 +50,7 @@ def recorded_rows(folder: Path) -> list[dict]:
     import lzma
 
     text = lzma.decompress((folder / "results.jsonl.xz").read_bytes()).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return with_runs([json.loads(line) for line in text.splitlines() if line.strip()])
 
 
 def write_recorded(folder: Path, rows: list[dict]) -> None:
