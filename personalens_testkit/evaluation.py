@@ -21,6 +21,7 @@ from .agents.injection import find_injections
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
 from .agents.user_agent import UserAgent
+from .agents.user_faults import dialogue_facts, find_user_faults
 from .assistants.base import Assistant
 from .data.context import ScenarioContext, build_context
 from .data.loader import Dataset
@@ -96,6 +97,8 @@ class Evaluation:
     scoring_calls: int | None = None
     #: assistant text addressed to the judge (flagged, and removed from what the judge reads)
     injection_flags: list[dict[str, object]] = field(default_factory=list)
+    #: the user agent's own faults in the dialogue (:mod:`~.agents.user_faults`), each as ``UserFault.as_dict``
+    user_faults: list[dict[str, object]] = field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str = ""
     finished_at: str = ""
@@ -234,6 +237,8 @@ class Evaluator:
                     run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant,
                                  max_turns=evaluation.max_turns)
                 evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
+                evaluation.user_faults = [f.as_dict() for f in find_user_faults(
+                    dialogue_facts(ctx, evaluation.dialogue, self.user_agent.prompt_prefix(ctx)))]
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
                 with cassette.phase("judging"):  # one phase: a re-judging cassette is loaded once, for both judgements

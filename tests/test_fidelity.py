@@ -142,7 +142,7 @@ def test_a_reply_that_runs_into_an_invented_turn_is_cut_by_default_and_whole_und
     """The reference assistant's and the user agent's replies: cut where the model starts another speaker's turn
     by default (and asked with stop sequences), kept whole - as upstream appends them - with reply_cut none, which
     --preset paper sets; with no time limit on a scenario, as upstream has none."""
-    with FakeLLM(Script(terminate_after=1, assistant_text=INVENTED, user_text=INVENTED)) as fake:
+    with FakeLLM(Script(terminate_after=1, assistant_text=INVENTED, user_text=INVENTED, vary_user_text=False)) as fake:
         project(pytester, fake)
         cut = pytester.runpytest(*ALARM)
         cut_rows = read_rows(latest_results(pytester.path))
@@ -150,10 +150,14 @@ def test_a_reply_that_runs_into_an_invented_turn_is_cut_by_default_and_whole_und
         whole_rows = read_rows(latest_results(pytester.path))
         asked = [body.get("stop") for body in fake.requests]
     cut.assert_outcomes(passed=1, deselected=4)
-    whole.assert_outcomes(passed=1, deselected=4)
+    # kept whole, the user agent's turn holds an invented dialogue: its own fault, not the bot's (issue 49)
+    whole.assert_outcomes(skipped=1, deselected=4)
     (cut_row,), (whole_row,) = cut_rows, whole_rows
     assert {m["content"] for m in cut_row["transcript"]} == {"Sure - done."}
+    assert [f["rule"] for f in cut_row["user_faults"]] == ["turn_limit"]  # cut before its TERMINATE: noted alone
     assert {m["content"] for m in whole_row["transcript"]} == {INVENTED}
+    assert whole_row["verdict"] == "inconclusive (user agent)"
+    assert {f["rule"] for f in whole_row["user_faults"]} == {"spoke_as_assistant", "repeated_turn"}
     stops = [stop for stop in asked if stop]
     assert stops and all("\nUser:" in stop for stop in stops) and asked.count(None) + asked.count([]) >= 3
 

@@ -280,7 +280,7 @@ def test_with_embedded_models_workers_take_turns_scenario_by_scenario(suite):
         order = []
         for body in fake.requests:
             prompt = body["messages"][-1]["content"]
-            tasks = re.findall(r"\(task: ([^)]*)\)", prompt)
+            tasks = re.findall(r"\(I mean: ([^)]*)\)", prompt)
             label = tasks[0] if tasks else task_of(prompt)
             if not order or order[-1] != label:
                 order.append(label)

@@ -107,7 +107,7 @@ def test_a_gate_above_the_achieved_value_fails_the_run_with_its_reason(project):
             "needs 1)") in result.stdout.str()
     junit = ET.parse(run_dir(project) / "junit.xml").getroot()
     (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
-    assert (checks.get("tests"), checks.get("failures"), checks.get("skipped")) == ("3", "0", "2")
+    assert (checks.get("tests"), checks.get("failures"), checks.get("skipped")) == ("4", "0", "2")  # the user agent's too
     skipped = [case.get("name") for case in checks if case.find("skipped") is not None]
     assert "gate Personalization, single-domain, lower bound of the 95% CI" in skipped  # inconclusive: not a failure
 
@@ -236,7 +236,7 @@ def test_a_baseline_gate_fails_on_a_significant_drop(project):
     junit = ET.parse(run_dir(project) / "junit.xml").getroot()
     (checks,) = [suite for suite in junit if suite.get("name") == "personalens_run"]
     outcomes = {case.get("name"): "failed" if case.find("failure") is not None else "passed" for case in checks}
-    assert outcomes == {"infrastructure errors": "passed", "baseline coverage": "passed",
+    assert outcomes == {"infrastructure errors": "passed", "user agent": "passed", "baseline coverage": "passed",
                         "baseline comparison": "failed"}
     # a margin wider than the drop's whole interval tolerates it: shown within the margin is green
     with FakeLLM(worse) as fake:

@@ -55,6 +55,10 @@ def test_the_shipped_cassettes_replay_offline_and_reproduce_their_recording(tmp_
     assert f"record the other {4096 - len(cassettes)} with --record-mode once" in first.stdout
     assert f"{len(cassettes)} passed" in first.stdout
     assert "embedded-server" not in " ".join(p.name for p in (tmp_path / "first").glob("*/*"))  # nothing started
+    # the embedded 135M user agent breaks the protocol in most dialogues: found, shown, not gated (auto)
+    faulted = sum(any(f["direction"] != "noted" for f in row["user_faults"]) for row in rows)
+    assert faulted > len(rows) // 2 and f"user agent: faults in {faulted} of {len(rows)} dialogues" in first.stdout
+    assert "user_agent_faults: auto" in first.stdout and not any(r["verdict"] == "inconclusive (user agent)" for r in rows)
     for row in rows:
         before = recorded[row["scenario_id"]]
         assert row["status"] == "passed"

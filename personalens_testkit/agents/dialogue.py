@@ -55,6 +55,8 @@ class Dialogue:
     notes: list[str] = field(default_factory=list)
     #: the first turn whose bot reply differs from the recording, if one did
     reply_change: ReplyChange | None = None
+    #: the user agent put TERMINATE in its opening query (removed: an opening never ends the dialogue)
+    opening_terminate: bool = False
 
     def transcript(self) -> list[dict[str, str]]:
         return [m.as_dict() for m in self.messages]
@@ -76,6 +78,7 @@ def run_dialogue(
     try:
         opening = user.opening(ctx, dialogue.log)
         if opening.terminate:
+            dialogue.opening_terminate = True
             dialogue.notes.append("the opening query contained TERMINATE: removed (an opening never ends the dialogue)")
         dialogue.messages.append(Message("user", opening.text))
         _tell(ctx.scenario.scenario_id, 0, max_turns)

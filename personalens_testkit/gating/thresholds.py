@@ -134,6 +134,11 @@ class AggregateGates(BaseModel):
     live_judged_floors: Literal["confirm", "report", "gate"] = "confirm"
     #: the largest share of cases the benchmark's own models (or the setup) may fail before the run fails
     max_infrastructure_errors: float = Field(default=0.05, ge=0.0, le=1.0)
+    #: whether the user agent's own faults change case verdicts (gating/user_agent.py): "auto" (gate, unless the
+    #: user agent is the embedded model), "gate" or "report" (found and shown, never a verdict)
+    user_agent_faults: Literal["auto", "gate", "report"] = "auto"
+    #: the largest share of cases the user agent may spoil (inconclusive (user agent)) before the run is inconclusive
+    max_user_agent_faults: float = Field(default=0.10, ge=0.0, le=1.0)
     gates: list[Gate] = Field(default_factory=list)
     #: per metric, the drop that does not matter (green bar) and the judge's drift (red bar), defaults merged in
     margin: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MARGINS))

@@ -17,12 +17,13 @@ from typing import Iterable, Literal, NamedTuple, Optional, Sequence
 
 from pydantic import BaseModel, PrivateAttr, computed_field
 
-from ..results.rows import ResultRow
+from ..results.rows import USER_AGENT_VERDICT, ResultRow
 from .aggregate import GateResult
 from .compare import Comparison, apply_decision, as_test
 from .decision import Test, decide
 from .expectations import CaseVerdict, Expectations, row_verdict
 from .thresholds import AggregateGates
+from .user_agent import faulted_share, why
 
 BASELINE_DROP = "baseline: a score dropped significantly beyond the judge's drift (see the baseline comparison)"
 
@@ -61,6 +62,8 @@ class RunVerdict(BaseModel):
     reply_changed: list[str] = []
     #: cases below a floor on a live judgement, not confirmed by judging again: evidence, not a verdict
     unconfirmed: list[str] = []
+    #: cases whose dialogue the user agent spoiled (inconclusive (user agent)), each with its reason
+    user_agent: list[str] = []
     _by_case: Optional[dict[str, str]] = PrivateAttr(default=None)
     #: checks neither shown passed nor failed at this n (inconclusive; failing only with fail_when_inconclusive)
     undecided: list[str] = []
@@ -94,7 +97,8 @@ class RunVerdict(BaseModel):
         return (f"{self.cases} cases: {len(self.regressions)} regression(s), {len(self.expected_failures)} expected "
                 f"failure(s), {len(self.unexpected_passes)} unexpected pass(es), {self.not_scored} not scored"
                 + (f", {len(self.unconfirmed)} below a floor on a live judgement (unconfirmed)" if self.unconfirmed else "")
-                + (f", {len(self.reply_changed)} with a changed bot reply" if self.reply_changed else ""))
+                + (f", {len(self.reply_changed)} with a changed bot reply" if self.reply_changed else "")
+                + (f", {len(self.user_agent)} inconclusive (user agent)" if self.user_agent else ""))
 
     @property
     def label(self) -> str:
@@ -209,6 +213,22 @@ def _baseline_checks(comparison: Comparison) -> list[RunCheck]:
     return checks
 
 
+def _user_agent_check(rows: Sequence[ResultRow], cases: int, rules: AggregateGates) -> RunCheck:
+    """The user agent's faults over the run: failed (inconclusive) when it spoiled more than
+    ``max_user_agent_faults`` of the cases; the share of dialogues it faulted in, by rule, either way."""
+    faulted, voided, per_rule = faulted_share(rows)
+    kinds = ", ".join(f"{rule} {count}" for rule, count in sorted(per_rule.items(), key=lambda item: -item[1]))
+    rate = f"faults in {faulted} of {cases} dialogues ({faulted / cases:.0%})" + (f": {kinds}" if kinds else "")
+    share, allowed = voided / cases, rules.max_user_agent_faults
+    if share > allowed:
+        return RunCheck(name="user agent", outcome="failed", inconclusive=True,
+                        message=f"the user agent, not the bot, failed in {share:.0%} of dialogues ({voided} of {cases} "
+                                f"cases inconclusive (user agent), over the {allowed:.0%} allowed; {rate})")
+    return RunCheck(name="user agent", outcome="passed",
+                    message=f"user agent: {rate}; {voided} case(s) inconclusive (user agent), at most {allowed:.0%} "
+                            f"allowed (user_agent_faults: {rules.user_agent_faults})")
+
+
 def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: AggregateGates, *,
                 gates_enforced: bool = True, comparison: Comparison | None = None,
                 expectations: Expectations | None = None, problems: Sequence[str] = (),
@@ -216,6 +236,7 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     """``problems``: what else failed the run (results that could not be kept), each a failed check; ``not_run``:
     the selected cases not run - needed (the run stopped early, or was interrupted: the verdict cannot be a pass),
     or not needed (the sequential decision that stopped a ``--stop-when-decided`` run)."""
+    rows = list(rows)
     verdicts: dict[str, list[str]] = {}
     for row in rows:
         verdicts.setdefault(row_verdict(row, expectations), []).append(row.case_id)
@@ -232,6 +253,8 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
                      "the scores no longer represent the sample") if over else
                     f"infrastructure: {not_scored} of {cases} cases not scored (at most "
                     f"{rules.max_infrastructure_errors:.0%} allowed)"))
+    if cases:
+        checks.append(_user_agent_check(rows, cases, rules))
     changed = verdicts.get("reply changed", [])
     if changed:
         checks.append(RunCheck(
@@ -262,4 +285,6 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     return RunVerdict(failures=failures, regressions=regressions, expected_failures=verdicts.get("expected failure", []),
                       unexpected_passes=verdicts.get("unexpected pass", []), reply_changed=changed,
                       unconfirmed=verdicts.get("unconfirmed", []), undecided=undecided,
+                      user_agent=[f"{row.case_id}: {why(row.user_faults)}" for row in rows
+                                  if row.verdict == USER_AGENT_VERDICT],
                       not_scored=not_scored, cases=cases, checks=checks, interrupted=interrupted)

@@ -46,6 +46,11 @@ class RoleModel:
     def spec(self) -> str:
         return self.entry.spec()
 
+    @property
+    def embedded(self) -> bool:
+        """Whether it is the embedded model (served on loopback by the testkit), not a remote one."""
+        return isinstance(self.entry, LocalModel)
+
     def local(self, base: LocalServerSettings) -> LocalServerSettings | None:
         """The embedded-server settings it runs on, or None for remote backends."""
         return local_settings(self.entry, base) if isinstance(self.entry, LocalModel) else None

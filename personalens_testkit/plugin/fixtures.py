@@ -13,8 +13,10 @@ from ..data.models import Scenario
 from ..errors import PersonalensError
 from ..gating.expectations import case_verdict
 from ..gating.thresholds import ScenarioFloors, shortfalls
+from ..gating.user_agent import user_agent_verdict, why
+from ..results.rows import CaseVerdict
 from ..run.confirmation import unconfirmed_why
-from ..run.state import Run, expected_of
+from ..run.state import Run, expected_of, user_agent_gated
 from ..secrets import redact
 from ..transcripts import describe_replay_change, describe_shortfalls
 from .cases import CASE, STATE, CaseRecord
@@ -104,6 +106,15 @@ def judged_dialogue(scenario: Scenario, personalens_repeat: int, personalens_run
     return evaluation
 
 
+def _weigh_user_agent(record: CaseRecord, verdict: CaseVerdict, evaluation: Evaluation, is_gated: bool) -> None:
+    """A case whose user agent spoiled its dialogue (hindered the bot, or helped it to a pass) is inconclusive (user
+    agent): skipped, with the faults that decided it."""
+    weighed = user_agent_verdict(verdict, evaluation.user_faults, is_gated=is_gated)
+    if weighed != verdict:
+        record.verdict = weighed
+        pytest.skip(redact(f"{weighed}: {why(evaluation.user_faults)}"))
+
+
 @pytest.fixture
 def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
     """``check_floors(evaluation)``: fail the case, with scores, reasons and transcript path, if a floor is missed.
@@ -114,17 +125,20 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
     def check(evaluation: Evaluation) -> None:
         assert evaluation.verdict is not None
         record = item.stash.get(CASE, None) or CaseRecord(evaluation)  # kept only if judged_dialogue made it
+        is_gated = user_agent_gated(personalens_run)
         changed = personalens_run.recording.differences(evaluation)
         if changed is not None:  # an offline replay of a recording: it must reproduce the recorded scores
             if changed:
                 record.verdict = "regression"
                 pytest.fail(redact(describe_replay_change(evaluation, changed)), pytrace=False)
+            _weigh_user_agent(record, "pass", evaluation, is_gated)
             return
         found = record.shortfalls = shortfalls(score_floors, evaluation.verdict.scores.model_dump())
         expectation = expected_of(personalens_run, evaluation.scenario.scenario_id)
         rule = personalens_run.thresholds.aggregate.live_judged_floors
         missed = [s.metric for s in found]
         verdict = case_verdict(expectation, missed, judged_live=evaluation.judged_live and rule != "gate")
+        _weigh_user_agent(record, verdict, evaluation, is_gated)  # before judging again: a spoiled case is judged no more
         if verdict == "unconfirmed" and rule == "confirm":  # judged again, beside the base's dialogue
             confirmed = personalens_run.runner.confirm(
                 evaluation, score_floors, missed, confidence=personalens_run.thresholds.aggregate.confidence).confirmed

@@ -11,7 +11,7 @@ import pytest
 
 from ..run.controller import case_row
 from ..run.state import expected_of
-from ..results.rows import CaseVerdict
+from ..results.rows import USER_AGENT_VERDICT, CaseVerdict
 from .cases import CASE, STATE
 
 #: the attribute of a case's report that carries its row: ``{"row": one line of JSON, "error": its error or None,
@@ -35,7 +35,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         del item.stash[CASE]  # items live as long as the session: thousands of dialogues would stay in memory
         return report
     if (report.when == "setup" and not report.passed) or report.when == "call":
-        status = "error" if report.when == "setup" else ("passed" if report.passed else "failed")
+        voided = record.verdict == USER_AGENT_VERDICT and not record.shortfalls  # skipped, its floors met
+        status = "error" if report.when == "setup" else ("passed" if report.passed or voided else "failed")
         run = item.config.stash[STATE]
         verdict: CaseVerdict = record.verdict or ("pass" if report.passed else "regression")
         row = case_row(run, record.evaluation, status, record.shortfalls,

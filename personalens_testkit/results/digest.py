@@ -58,8 +58,8 @@ FACTS = ("run_id", "task_kind", "domains", "assistant", "assistant_model", "user
          "expected", "verdict")
 #: the fields most rows leave empty, kept together (``rare``: None when every one is empty)
 RARE = ("error", "partial_scores", "unreadable", "shortfalls", "reply_change", "retest", "preference_leak",
-        "analysis_errors", "injection_flags", "turn_personalization")
-_RARE_EMPTY = (None, None, _EMPTY, (), None, None, None, _EMPTY, (), None)
+        "analysis_errors", "injection_flags", "turn_personalization", "user_faults")
+_RARE_EMPTY = (None, None, _EMPTY, (), None, None, None, _EMPTY, (), None, ())
 
 
 def _field(group: str, position: int) -> property:
@@ -96,7 +96,8 @@ class RowDigest(ReadsScores):
         rare = (row.error, _scores_once(row.partial_scores, shared), row.unreadable or _EMPTY, tuple(row.shortfalls),
                 row.reply_change, row.retest, row.preference_leak, row.analysis_errors or _EMPTY,
                 tuple(row.injection_flags),
-                _once(tuple(row.turn_personalization), shared) if row.turn_personalization else None)
+                _once(tuple(row.turn_personalization), shared) if row.turn_personalization else None,
+                tuple(row.user_faults))
         self.rare = None if rare == _RARE_EMPTY else rare
 
 

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 Status = Literal["passed", "failed", "error"]
 #: a case's verdict against its expectation (:func:`~personalens_testkit.gating.expectations.case_verdict`)
 CaseVerdict = Literal["pass", "expected failure", "regression", "unexpected pass", "not scored", "reply changed",
-                      "unconfirmed"]
+                      "unconfirmed", "inconclusive (user agent)"]
+#: a case whose dialogue the user agent, not the bot, spoiled (:mod:`~personalens_testkit.agents.user_faults`): out of
+#: every figure and gate, listed with its reason
+USER_AGENT_VERDICT: CaseVerdict = "inconclusive (user agent)"
 
 
 class _Shortfall(Protocol):
@@ -117,6 +120,16 @@ class RoleUsage(_Part):
 USAGE_FIELDS = tuple(RoleUsage.model_fields)
 
 
+class UserFaultRow(_Part):
+    """A rule of the protocol the user agent broke in one of its turns (turn 0: the opening query), the direction of
+    the fault (it hindered or helped the bot, or is noted alone) and the turn's first characters."""
+
+    turn: int
+    rule: str
+    direction: Literal["hindered", "helped", "noted"]
+    excerpt: str = ""
+
+
 class ShortfallRow(_Part):
     metric: str
     value: Any
@@ -152,7 +165,7 @@ class ReadsScores:
     """How a row's scores are read, for a :class:`ResultRow` and for its digest alike
     (:class:`~.digest.RowDigest`): its case, whether it is scored, a metric's score and the score a figure counts."""
 
-    __slots__ = ()  # reads ``scenario_id``, ``repeat``, ``status``, ``scores`` and ``partial_scores``
+    __slots__ = ()  # reads ``scenario_id``, ``repeat``, ``status``, ``verdict``, ``scores`` and ``partial_scores``
 
     @property
     def case_id(self) -> str:
@@ -161,8 +174,9 @@ class ReadsScores:
 
     @property
     def scored(self) -> bool:
-        """A case that has scores: passed or failed (never an error)."""
-        return self.status in ("passed", "failed") and self.scores is not None
+        """A case that has scores: passed or failed (never an error), on a dialogue the user agent did not spoil (a
+        case whose verdict is ``inconclusive (user agent)`` counts in no figure)."""
+        return self.status in ("passed", "failed") and self.scores is not None and self.verdict != USER_AGENT_VERDICT
 
     def score(self, metric: str) -> Any:
         """A metric's score (``None`` for a case without scores)."""
@@ -207,6 +221,8 @@ class ResultRow(ReadsScores, _Part):
     expected: Optional[str] = None
     verdict: Optional[CaseVerdict] = None
     injection_flags: list[FlagRow] = []
+    #: the user agent's own faults in the dialogue, found by checks that cost nothing (live or replayed)
+    user_faults: list[UserFaultRow] = []
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
     #: the optional analyses that failed (``turn_level``, ``leak_check``): why; the row's scores stand
@@ -344,6 +360,7 @@ def build_row(
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
+        user_faults=evaluation.user_faults,
         preference_leak=evaluation.preference_leak, analysis_errors=dict(evaluation.analysis_errors),
         retest=evaluation.retest, confirmation=evaluation.confirmation,
         reply_change=_reply_change(dialogue.reply_change),

@@ -18,6 +18,7 @@ from ..errors import UsageError
 from ..gating.expectations import (PASS, Expectation, Expectations, load_expectations, location, row_judged_now,
                                    row_reproduced_now)
 from ..gating.thresholds import Thresholds, load_thresholds
+from ..gating.user_agent import gated, user_agent_verdict
 from ..results.files import ResultsWriter
 from ..results.identity import RunIdentity, digest, kept_value
 from ..results.rows import RunInfo
@@ -65,6 +66,11 @@ def expected_of(run: Run, scenario_id: str) -> Expectation:
     if run.expectations is None or run.recording.plan.checks_reproduction:
         return PASS
     return run.expectations.of(scenario_id)
+
+
+def user_agent_gated(run: Run) -> bool:
+    """Whether the user agent's faults change this run's case verdicts (thresholds.yaml's ``user_agent_faults``)."""
+    return gated(run.thresholds.aggregate.user_agent_faults, run.settings.role_models["user_agent"].embedded)
 
 
 def _endpoint(entry: Any, settings: RunSettings) -> str:
@@ -185,8 +191,10 @@ class Run:
             for row in self.cases.resumed:
                 expectation = expected_of(self, row.scenario_id)
                 differing = self.recording.differences(row)
-                self.writer.write(row_judged_now(row, self.thresholds, expectation) if differing is None
-                                  else row_reproduced_now(row, differing, expectation))
+                kept = (row_judged_now(row, self.thresholds, expectation) if differing is None
+                        else row_reproduced_now(row, differing, expectation))
+                weighed = user_agent_verdict(kept.verdict or "pass", kept.user_faults, is_gated=user_agent_gated(self))
+                self.writer.write(kept if weighed == kept.verdict else kept.model_copy(update={"verdict": weighed}))
         return len(self.cases.resumed)
 
     @cached_property

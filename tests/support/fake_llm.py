@@ -39,6 +39,8 @@ class Script:
     #: TERMINATE on the n-th follow-up (1-based); None: never
     terminate_after: int | None = 2
     user_text: str = "Could you sort that out for me, please?"
+    #: each follow-up says something new (False: the same words every turn - a user agent that loops)
+    vary_user_text: bool = True
     assistant_text: str = "Sure - I have set it up the way you usually like it."
     #: if set, every judge call answers this text verbatim (for parser tests)
     judge_text: str | None = None
@@ -155,8 +157,10 @@ class FakeLLM:
             prompt = body["messages"][-1]["content"]
             follow_ups = prompt.count("[ASSISTANT]:")
             text = script.user_text
+            if follow_ups and script.vary_user_text:  # a user who says the same words every turn is looping
+                text += f" That is my point {follow_ups}."
             if script.echo_task:
-                text += f" (task: {task_of(prompt)})"
+                text += f" (I mean: {task_of(prompt)})"
             if script.terminate_after is not None and follow_ups >= script.terminate_after:
                 return text + " TERMINATE"
             return text

@@ -1,0 +1,130 @@
+"""What the user agent's own faults do to the verdict (issue 49): a case whose user agent hindered the bot is
+inconclusive (user agent) and counts in no figure; one it helped cannot pass on that dialogue; a run with more
+such cases than thresholds.yaml's max_user_agent_faults is inconclusive as a whole, with the rate in its outputs;
+``user_agent_faults`` decides whether faults are gated (auto: unless the user agent is the embedded model)."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from personalens_testkit.gating.thresholds import default_thresholds_path, load_thresholds
+from personalens_testkit.gating.user_agent import effect, gated, user_agent_verdict
+from personalens_testkit.results.rows import USER_AGENT_VERDICT, CaseVerdict, ResultRow
+
+from .support.fake_llm import FakeLLM, Script
+from .test_plugin import rows as suite_rows
+from .test_plugin import run_suite, suite  # noqa: F401 - the fixture
+
+VERDICTS = typing.get_args(CaseVerdict)
+DIRECTIONS = ("hindered", "helped", "noted")
+FAULTS = st.lists(st.builds(lambda turn, rule, direction: {"turn": turn, "rule": rule, "direction": direction},
+                            st.integers(0, 30), st.sampled_from(["repeated_turn", "pasted_profile", "turn_limit"]),
+                            st.sampled_from(DIRECTIONS)), max_size=5)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(VERDICTS), FAULTS, st.booleans())
+def test_hindered_voids_a_case_and_helped_voids_only_a_pass(verdict, faults, is_gated):
+    directions = {fault["direction"] for fault in faults}
+    weighed = user_agent_verdict(verdict, faults, is_gated=is_gated)
+    if not is_gated:
+        assert weighed == verdict
+    elif "hindered" in directions:
+        assert weighed == USER_AGENT_VERDICT
+    elif "helped" in directions and verdict in ("pass", "unexpected pass"):
+        assert weighed == USER_AGENT_VERDICT
+    else:  # noted alone changes nothing; a failure the user agent helped to stands
+        assert weighed == verdict
+
+
+def test_auto_gates_unless_the_user_agent_is_the_embedded_model():
+    assert [gated(mode, embedded) for mode in ("auto", "gate", "report") for embedded in (False, True)] == [
+        True, False, True, True, False, False]
+    assert effect([{"direction": "noted"}]) is None and effect([]) is None
+    assert effect([{"direction": "helped"}, {"direction": "hindered"}]) == "hindered"
+
+
+SCORES = {"task_completion": True, "personalization": 3, "naturalness_user": 4, "naturalness_assistant": 4,
+          "coherence_user": 4, "coherence_assistant": 4}
+
+
+def _row(n: int, *, voided: bool, personalization: int = 3) -> ResultRow:
+    faults = [{"turn": 2, "rule": "repeated_turn", "direction": "hindered", "excerpt": "again"}] if voided else []
+    return ResultRow(scenario_id=f"user{n}-SD-Alarm-task-1", domains=["Alarm"], status="passed",
+                     scores={**SCORES, "personalization": personalization}, user_faults=faults,
+                     verdict=USER_AGENT_VERDICT if voided else "pass")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(10, 40), st.data())
+def test_a_run_is_inconclusive_past_the_share_of_cases_the_user_agent_spoiled(cases, data):
+    from personalens_testkit.report.model import build_report
+
+    voided = data.draw(st.integers(0, cases))
+    rows = [_row(n, voided=n < voided, personalization=1 if n < voided else 3) for n in range(cases)]
+    thresholds = load_thresholds(default_thresholds_path())
+    report = build_report(rows, thresholds)
+    check = next(c for c in report.verdict.checks if c.name == "user agent")
+    share = voided / cases
+    if share > thresholds.aggregate.max_user_agent_faults:
+        assert check.outcome == "failed" and check.inconclusive
+        assert f"the user agent, not the bot, failed in {share:.0%} of dialogues" in check.message
+        assert report.verdict.outcome == "inconclusive" and check.message in report.verdict.failures
+    else:
+        assert check.outcome == "passed" and f"faults in {voided} of {cases} dialogues" in check.message
+    assert len(report.verdict.user_agent) == voided
+    # a voided case counts in no figure: its personalization of 1 moves no mean
+    overall = next(iter(report.aggregates.values()))
+    if voided < cases:
+        assert overall.metrics["personalization"].n == cases - voided
+        assert overall.metrics["personalization"].mean == 3
+
+
+def test_a_looping_user_agent_makes_its_cases_inconclusive_not_the_bots_failures(suite):  # noqa: F811
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
+    result.assert_outcomes(skipped=4, deselected=1)
+    out = result.stdout.str()
+    assert "the user agent, not the bot, failed in 100% of dialogues" in out
+    assert "inconclusive (user agent), out of every figure: 4 case(s): user7-SD-Alarm-task-1: the user agent " \
+           "hindered the bot: turns 1, 2, 3 repeated an earlier turn word for word (repeated_turn)" in out
+    found = suite_rows(suite)
+    assert [r["verdict"] for r in found] == [USER_AGENT_VERDICT] * 4
+    assert all(r["status"] == "passed" and r["scores"] is not None for r in found)  # its scores kept, not counted
+    assert {(f["turn"], f["rule"]) for f in found[0]["user_faults"]} == {(1, "repeated_turn"), (2, "repeated_turn"),
+                                                                        (3, "repeated_turn")}
+    report = json.loads(next(suite.path.glob("personalens-results/*/report.json")).read_text())
+    assert report["verdict"]["outcome"] == "inconclusive" and len(report["verdict"]["user_agent"]) == 4
+
+
+def test_with_user_agent_faults_report_they_are_shown_never_a_verdict(suite):  # noqa: F811
+    text = default_thresholds_path().read_text().replace("user_agent_faults: auto", "user_agent_faults: report")
+    (suite.path / "thresholds.yaml").write_text(text)
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--thresholds",
+                           str(suite.path / "thresholds.yaml"))
+    result.assert_outcomes(passed=4, deselected=1)
+    assert "user agent: faults in 4 of 4 dialogues (100%): repeated_turn 4" in result.stdout.str()
+    assert all(r["verdict"] == "pass" and r["user_faults"] for r in suite_rows(suite))
+
+
+def test_a_resumed_run_weighs_its_kept_rows_faults_as_it_weighs_its_own(suite):  # noqa: F811
+    """Rows kept from a run that only reported the user agent's faults are weighed by this run's rule: gated here,
+    the looping user agent's cases are inconclusive (user agent), never kept as passes."""
+    text = default_thresholds_path().read_text()
+    (suite.path / "report.yaml").write_text(text.replace("user_agent_faults: auto", "user_agent_faults: report"))
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+        first = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--thresholds",
+                          str(suite.path / "report.yaml"))
+        first.assert_outcomes(passed=4, deselected=1)
+        (results,) = suite.path.glob("personalens-results/*/results.jsonl")
+        resumed = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--resume", str(results))
+    assert "the user agent, not the bot, failed in 100% of dialogues" in resumed.stdout.str()
+    newest = max(suite.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.stat().st_mtime)
+    from .support.project import read_rows
+
+    assert [r["verdict"] for r in read_rows(newest)] == [USER_AGENT_VERDICT] * 4
