@@ -128,3 +128,18 @@ def test_a_resumed_run_weighs_its_kept_rows_faults_as_it_weighs_its_own(suite): 
     from .support.project import read_rows
 
     assert [r["verdict"] for r in read_rows(newest)] == [USER_AGENT_VERDICT] * 4
+
+
+def test_a_baseline_of_another_user_agent_is_refused_in_the_verdict(suite):  # noqa: F811
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        first = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
+        first.assert_outcomes(passed=4, deselected=1)
+        (base,) = suite.path.glob("personalens-results/*/results.jsonl")
+        same = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--baseline", str(base))
+        other = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--baseline", str(base),
+                          "--user-model", "openai:another-user")
+    assert "across user agents" not in same.stdout.str()
+    out = other.stdout.str()
+    assert ("--baseline: the base's rows were produced with the user agent openai:fake-user, this run's is "
+            "openai:another-user: a comparison across user agents measures them, not the bot - refused") in out
+    assert "verdict: INCONCLUSIVE" in out and other.ret != 0

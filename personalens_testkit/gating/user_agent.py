@@ -75,3 +75,15 @@ def faulted_share(rows: Sequence[Any]) -> tuple[int, int, dict[str, int]]:
         for rule in {fault["rule"] if isinstance(fault, dict) else fault.rule for fault in faults}:
             per_rule[rule] = per_rule.get(rule, 0) + 1
     return faulted, voided, per_rule
+
+
+def user_agent_difference(base: Iterable[Any], user_model: str) -> str | None:
+    """Why a baseline comparison is refused: the base's rows were produced with another user agent (a comparison
+    across user agents says nothing about the bot); None when every base row that names its user agent names this
+    run's (rows of older versions that name none say nothing)."""
+    others = sorted({row.user_model for row in base if row.user_model and row.user_model != user_model})
+    if not others:
+        return None
+    return (f"--baseline: the base's rows were produced with the user agent {', '.join(others)}, this run's is "
+            f"{user_model}: a comparison across user agents measures them, not the bot - refused (record the base "
+            "with the same user agent)")

@@ -11,15 +11,16 @@ from typing import Any, Sequence
 from ..calibration.report import CalibrationReport
 from ..costs.prices import load_prices
 from ..errors import StorageError
-from ..gating.compare import compare_rows
+from ..gating.compare import Comparison, compare_rows
 from ..gating.thresholds import Thresholds
+from ..gating.user_agent import user_agent_difference
 from ..gating.expectations import Expectations
 from ..calibration.retest import drift_margins, judged_now, margin_basis, measure
 from ..gating.verdict import NotRun, RunVerdict
 from ..report.model import RunReport, build_report, tally_rows
 from ..report.outputs import in_folder, write_report_files
 from ..results.files import load_rows
-from ..results.rows import CallRow
+from ..results.rows import CallRow, ResultRow
 from ..results.source import RowSource
 from ..settings import RunSettings
 from .recording import Recording
@@ -35,6 +36,23 @@ class RunOutcome:
     recorded_rows: int
     failures: list[str]
     verdict: RunVerdict
+
+
+def _compared(settings: RunSettings, thresholds: Thresholds, base_rows: Sequence[ResultRow], rows: Sequence[Any],
+              retest: Any, run: dict[str, Any], problems: list[str]) -> Comparison | None:
+    """The run compared with ``--baseline``'s rows; None, with the reason among ``problems``, when the base was
+    produced with another user agent (the comparison would measure them, not the bot)."""
+    refused = user_agent_difference(base_rows, run.get("user_model") or "")
+    if refused is not None:
+        problems.append(refused)
+        return None
+    rules = thresholds.aggregate
+    live = judged_now(rows)
+    measured = drift_margins(retest, live)
+    return compare_rows(base_rows, rows, margin=settings.baseline_margin, confidence=rules.confidence,
+                        min_n=rules.min_n, max_missing=rules.max_infrastructure_errors, measured=measured,
+                        margin_basis=margin_basis(retest, measured, live), margins=rules.margin, drifts=rules.drift,
+                        counting=settings.completion_counting)
 
 
 def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: Thresholds, recording: Recording, *,
@@ -55,18 +73,10 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
     # the judge's noise from this run's own judgements (a resumed row's second judgement is another run's)
     retest = measure([row for row in rows if row.run_id == run["run_id"]], share=settings.judge_retest or None,
                      confidence=thresholds.aggregate.confidence)
-    if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
-        rules = thresholds.aggregate
-        base_rows = load_rows(settings.baseline, what="--baseline")
-        live = judged_now(rows)
-        measured = drift_margins(retest, live)
-        comparison = compare_rows(base_rows, rows, margin=settings.baseline_margin,
-                                  confidence=rules.confidence, min_n=rules.min_n,
-                                  max_missing=rules.max_infrastructure_errors, measured=measured,
-                                  margin_basis=margin_basis(retest, measured, live),
-                                  margins=rules.margin, drifts=rules.drift,
-                                  counting=settings.completion_counting)
     problems: list[str] = []  # part of the verdict (and so of every report)
+    if settings.baseline is not None:  # read before this run's rows join the recorded results (they may be the baseline)
+        base_rows = load_rows(settings.baseline, what="--baseline")
+        comparison = _compared(settings, thresholds, base_rows, rows, retest, run, problems)
     try:
         recorded = recording.keep_recorded(source.rows())
     except StorageError as exc:
