@@ -85,7 +85,7 @@ def test_a_run_is_inconclusive_past_the_share_of_cases_the_user_agent_spoiled(ca
 
 
 def test_a_looping_user_agent_makes_its_cases_inconclusive_not_the_bots_failures(suite):  # noqa: F811
-    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False, vary_assistant_text=True)) as fake:
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
     result.assert_outcomes(skipped=4, deselected=1)
     out = result.stdout.str()
@@ -104,7 +104,7 @@ def test_a_looping_user_agent_makes_its_cases_inconclusive_not_the_bots_failures
 def test_with_user_agent_faults_report_they_are_shown_never_a_verdict(suite):  # noqa: F811
     text = default_thresholds_path().read_text().replace("user_agent_faults: auto", "user_agent_faults: report")
     (suite.path / "thresholds.yaml").write_text(text)
-    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False, vary_assistant_text=True)) as fake:
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--thresholds",
                            str(suite.path / "thresholds.yaml"))
     result.assert_outcomes(passed=4, deselected=1)
@@ -117,7 +117,7 @@ def test_a_resumed_run_weighs_its_kept_rows_faults_as_it_weighs_its_own(suite): 
     the looping user agent's cases are inconclusive (user agent), never kept as passes."""
     text = default_thresholds_path().read_text()
     (suite.path / "report.yaml").write_text(text.replace("user_agent_faults: auto", "user_agent_faults: report"))
-    with FakeLLM(Script(terminate_after=3, vary_user_text=False)) as fake:
+    with FakeLLM(Script(terminate_after=3, vary_user_text=False, vary_assistant_text=True)) as fake:
         first = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--thresholds",
                           str(suite.path / "report.yaml"))
         first.assert_outcomes(passed=4, deselected=1)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from personalens_testkit.agents.user_faults import RULES, facts_of, find_user_faults, words
 
-from .user_fault_kinds import INJECTORS, clean, facts, labelled
+from .user_fault_kinds import FOREIGN, INJECTORS, clean, facts, labelled
 
 CLEAN = clean()
 
@@ -121,3 +121,44 @@ def test_speaker_labels_flag_a_turn_that_holds_a_dialogue_not_one_that_names_its
     dialogue = facts_of([{"role": "user", "content": text}, {"role": "assistant", "content": "Done."}],
                         "user_terminated")
     assert ("spoke_as_assistant" in {f.rule for f in find_user_faults(dialogue)}) == flagged
+
+
+def _lead(d, turn, reply):
+    """The dialogue with the assistant's reply that user turn ``turn`` answers replaced by ``reply``."""
+    messages = [dict(m) for m in d["messages"]]
+    replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    messages[replies[turn - 1]]["content"] = reply
+    return {**d, "messages": messages}
+
+
+LEADS = {  # a reply that shows the fault itself, for each kind a bot can lead the simulated user into
+    "other_language": lambda rng: rng.choice(FOREIGN),
+    "spoke_as_assistant": lambda rng: rng.choice(["User: I'd like that\nAssistant: Done!", "Assistant: booked.",
+                                                  "AI: here you go"]),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(LEADS)), st.sampled_from(range(len(CLEAN))), st.integers(0, 2**32 - 1))
+def test_a_fault_the_bots_own_reply_led_the_user_into_is_not_the_user_agents(kind, which, seed):
+    """A bot cannot void its own cases by leading the simulated user astray: answering a reply in Spanish in Spanish,
+    or a reply that wrote both speakers' labels with labels, is the bot's doing."""
+    rng = random.Random(seed)
+    faulty, (turn, rule) = INJECTORS[kind](CLEAN[which], rng)
+    if turn == 0:
+        return  # the opening answers no reply: nothing led it
+    led = _lead(faulty, turn, LEADS[kind](rng))
+    assert (turn, rule) not in {(f.turn, f.rule) for f in find_user_faults(facts(led))}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(range(len(CLEAN))), st.integers(0, 2**32 - 1))
+def test_answering_a_question_asked_again_the_same_way_is_no_loop(which, seed):
+    rng = random.Random(seed)
+    faulty, (turn, _) = INJECTORS["repeated_turn"](CLEAN[which], rng)
+    replies = [m["content"] for m in faulty["messages"] if m["role"] == "assistant"]
+    led = _lead(faulty, turn, replies[rng.randrange(0, turn - 1)] if turn > 1 else replies[0])
+    if turn == 1:  # the first reply has no earlier one to repeat: the loop is the user's
+        assert (1, "repeated_turn") in {(f.turn, f.rule) for f in find_user_faults(facts(led))}
+        return
+    assert (turn, "repeated_turn") not in {(f.turn, f.rule) for f in find_user_faults(facts(led))}

@@ -14,6 +14,7 @@ the user's answer to the assistant's k-th reply. What a finding does to a case's
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -67,6 +68,11 @@ class Facts:
     #: the task as the user agent was given it (its user intent): a preference it names may be said
     intent: str = ""
 
+    @functools.cached_property
+    def user_words(self) -> list[list[str]]:
+        """Each user turn's words (:func:`words`), read once for every rule."""
+        return [words(text) for text in self.user_turns]
+
 
 def facts_of(messages: Iterable[object], termination: str | None, *, opening_terminate: bool = False,
              profile_texts: Sequence[str] = (), preferences: Sequence[str] = (), intent: str = "") -> Facts:
@@ -105,18 +111,21 @@ def _runs(tokens: Sequence[str], size: int) -> set[tuple[str, ...]]:
     return {tuple(tokens[i:i + size]) for i in range(len(tokens) - size + 1)}
 
 
+@functools.lru_cache(maxsize=64)
+def _text_runs(text: str) -> frozenset[tuple[str, ...]]:
+    """A text's runs of :data:`PASTED_WORDS` words: a scenario's profile is read once, not at every dialogue."""
+    return frozenset(_runs(words(text), PASTED_WORDS))
+
+
 # -- the rules ---------------------------------------------------------------------------------------------------------
 
 def _pasted(facts: Facts) -> Iterator[tuple[int, str]]:
     """A user turn holding a run of :data:`PASTED_WORDS` words of the profile as it was shown (demographics,
     preferences, past interactions): pasted, not played - the bot is handed what it should have inferred."""
-    profile: set[tuple[str, ...]] = set()
-    for text in facts.profile_texts:
-        profile |= _runs(words(text), PASTED_WORDS)
-    intent = _runs(words(facts.intent), PASTED_WORDS)  # the user's own task: saying it is playing it
-    for turn, text in enumerate(facts.user_turns):
-        if _runs(words(text), PASTED_WORDS) & (profile - intent):
-            yield turn, text
+    shown = frozenset().union(*(_text_runs(text) for text in facts.profile_texts)) - _text_runs(facts.intent)
+    for turn, said in enumerate(facts.user_words):  # the user's own task (its intent): saying it is playing it
+        if not shown.isdisjoint(_runs(said, PASTED_WORDS)):
+            yield turn, facts.user_turns[turn]
 
 
 _STOP = frozenset("a an and the of to in on for with at by or my i me is are be it this that no not".split())
@@ -135,7 +144,7 @@ def _preference_in_opening(facts: Facts) -> Iterator[tuple[int, str]]:
     the protocol's opening never states specific preferences - the bot should have to use what it knows."""
     if not facts.user_turns:
         return
-    opening, intent = _content(facts.user_turns[0]), _content(facts.intent)
+    opening, intent = {_stem(w) for w in facts.user_words[0] if w not in _STOP and len(w) > 2}, _content(facts.intent)
     for preference in facts.preferences:
         wanted = _content(preference)
         if wanted and wanted <= opening and not wanted <= intent:
@@ -149,30 +158,52 @@ _ASSISTANT_VOICE = re.compile(r"(?i)\b(how (?:can|may) i (?:help|assist) you|as 
                               r"i(?:'m| am) (?:a|an|your) (?:virtual |digital |ai )?assistant\b)")
 
 
+def _led(facts: Facts, turn: int, shows: Callable[[str], bool]) -> bool:
+    """Whether the assistant's reply that user turn ``turn`` answers shows the fault itself: the bot led the user
+    there (a bot that switches language, writes both sides of a dialogue, or asks the same again), so the fault is
+    not the user agent's - a bot cannot void its own cases by leading the simulated user astray."""
+    return 0 < turn <= len(facts.assistant_turns) and shows(facts.assistant_turns[turn - 1])
+
+
+def _speaks_as_assistant(text: str) -> bool:
+    return bool(_ASSISTANT_LABEL.search(text) or _ASSISTANT_VOICE.search(text)) or len(_USER_LABEL.findall(text)) > 1
+
+
+def _speaker_labels(text: str) -> bool:
+    return bool(_ASSISTANT_LABEL.search(text) or _USER_LABEL.search(text))
+
+
 def _as_assistant(facts: Facts) -> Iterator[tuple[int, str]]:
-    """A user turn written as the assistant: an assistant's speaker label at a line's start, both speakers' labels
-    (a turn holding both sides of a dialogue), or the assistant's own voice (offering help, being an AI)."""
+    """A user turn written as the assistant: an assistant's speaker label at a line's start, two user labels (a turn
+    holding a dialogue), or the assistant's own voice (offering help, being an AI) - unless the reply it answers
+    wrote speaker labels itself."""
     for turn, text in enumerate(facts.user_turns):
-        if _ASSISTANT_LABEL.search(text) or _ASSISTANT_VOICE.search(text) or \
-                len(_USER_LABEL.findall(text)) > 1:
+        if _speaks_as_assistant(text) and not _led(facts, turn, _speaker_labels):
             yield turn, text
 
 
 def _empty(facts: Facts) -> Iterator[tuple[int, str]]:
     """A user turn with no word in it (empty, blank, or punctuation alone)."""
-    for turn, text in enumerate(facts.user_turns):
-        if not words(text):
-            yield turn, text
+    for turn, said in enumerate(facts.user_words):
+        if not said:
+            yield turn, facts.user_turns[turn]
 
 
 def _repeated(facts: Facts) -> Iterator[tuple[int, str]]:
     """A user turn saying again, word for word, what an earlier user turn said (at least :data:`REPEATED_WORDS`
-    words): the simulated user is looping, the dialogue no longer moves."""
+    words): the simulated user is looping, the dialogue no longer moves - unless the reply it answers said again what
+    an earlier reply said (asked the same twice, the same answer is the natural one)."""
+    replies: set[tuple[str, ...]] = set()
+    asked_again: set[str] = set()
+    for reply in facts.assistant_turns:
+        said = tuple(words(reply))
+        if said in replies:
+            asked_again.add(reply)
+        replies.add(said)
     seen: set[tuple[str, ...]] = set()
-    for turn, text in enumerate(facts.user_turns):
-        said = tuple(words(text))
-        if len(said) >= REPEATED_WORDS and said in seen:
-            yield turn, text
+    for turn, said in enumerate(map(tuple, facts.user_words)):
+        if len(said) >= REPEATED_WORDS and said in seen and not _led(facts, turn, asked_again.__contains__):
+            yield turn, facts.user_turns[turn]
         seen.add(said)
 
 
@@ -211,25 +242,30 @@ SCRIPT_LETTERS = 8
 
 def _outside_latin(text: str) -> bool:
     """Most of at least :data:`SCRIPT_LETTERS` letters outside the Latin script."""
+    if text.isascii():
+        return False
     letters = [char for char in text if char.isalpha()]
     latin = sum(1 for char in letters if "LATIN" in unicodedata.name(char, ""))
     return len(letters) >= SCRIPT_LETTERS and latin < len(letters) / 2
 
 
+def _in_other_language(text: str, said: Sequence[str]) -> bool:
+    if _outside_latin(text):
+        return True
+    if len(said) < LANGUAGE_WORDS:
+        return False
+    english = sum(1 for word in said if word in _ENGLISH)
+    foreign = max(sum(1 for word in said if word in vocabulary) for vocabulary in _FOREIGN_WORDS.values())
+    return foreign >= 2 and foreign > 2 * english
+
+
 def _other_language(facts: Facts) -> Iterator[tuple[int, str]]:
     """A user turn in another language than the scenario's (English): most of its letters outside the Latin script,
     or, in one of at least :data:`LANGUAGE_WORDS` words, more than twice as many of one other language's commonest
-    words as of English's."""
+    words as of English's - unless the reply it answers spoke that other language first."""
     for turn, text in enumerate(facts.user_turns):
-        if _outside_latin(text):
-            yield turn, text
-            continue
-        said = words(text)
-        if len(said) < LANGUAGE_WORDS:
-            continue
-        english = sum(1 for word in said if word in _ENGLISH)
-        foreign = max(sum(1 for word in said if word in vocabulary) for vocabulary in _FOREIGN_WORDS.values())
-        if foreign >= 2 and foreign > 2 * english:
+        if _in_other_language(text, facts.user_words[turn]) and \
+                not _led(facts, turn, lambda reply: _in_other_language(reply, words(reply))):
             yield turn, text
 
 

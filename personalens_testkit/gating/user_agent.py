@@ -9,7 +9,8 @@ whole: the user agent, not the bot, failed.
 
 thresholds.yaml's ``user_agent_faults`` says whether faults change verdicts: ``gate`` always, ``report`` never (they
 are found and shown all the same), ``auto`` (the default) gates unless the user agent is the embedded model, whose
-135M-parameter user agent breaks the protocol in almost every dialogue (24 of the 25 shipped: it repeats itself) -
+135M-parameter user agent breaks the protocol in almost every dialogue (23 of the 25 shipped: it pastes its profile,
+repeats itself) -
 gating on it would make every default run inconclusive, and says nothing about the bot.
 """
 

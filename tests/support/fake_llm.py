@@ -41,6 +41,8 @@ class Script:
     user_text: str = "Could you sort that out for me, please?"
     #: each follow-up says something new (False: the same words every turn - a user agent that loops)
     vary_user_text: bool = True
+    #: each assistant reply says something new (a looping user agent is then its own fault, not led by the bot)
+    vary_assistant_text: bool = False
     assistant_text: str = "Sure - I have set it up the way you usually like it."
     #: if set, every judge call answers this text verbatim (for parser tests)
     judge_text: str | None = None
@@ -93,6 +95,8 @@ class FakeLLM:
         self.arrivals: list[float] = []
         #: Converse prompt prefixes marked with a cachePoint so far
         self.cached_prefixes: set[str] = set()
+        #: assistant replies answered so far (``vary_assistant_text`` numbers them)
+        self.assistant_replies = 0
         self._lock = threading.Lock()
         self._random = random.Random(self.script.seed)
         handler = self._handler()
@@ -164,6 +168,9 @@ class FakeLLM:
             if script.terminate_after is not None and follow_ups >= script.terminate_after:
                 return text + " TERMINATE"
             return text
+        if script.vary_assistant_text:  # a bot that says something new every turn (it never asks the same twice)
+            self.assistant_replies += 1
+            return f"{script.assistant_text} Step {self.assistant_replies}."
         return script.assistant_text
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
