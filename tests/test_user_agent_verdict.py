@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import typing
+import xml.etree.ElementTree as ET
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -99,6 +100,12 @@ def test_a_looping_user_agent_makes_its_cases_inconclusive_not_the_bots_failures
                                                                         (3, "repeated_turn")}
     report = json.loads(next(suite.path.glob("personalens-results/*/report.json")).read_text())
     assert report["verdict"]["outcome"] == "inconclusive" and len(report["verdict"]["user_agent"]) == 4
+    assert [c["verdict"] for c in report["changes"]] == [USER_AGENT_VERDICT] * 4  # what a reviewer is shown first
+    junit = ET.parse(next(suite.path.glob("personalens-results/*/junit.xml"))).getroot()
+    (cases,) = [s for s in junit if s.get("name") == "test_single_domain"]
+    assert cases.get("skipped") == "4"
+    assert all(c.find("skipped").get("message").startswith("inconclusive (user agent): the user agent hindered the bot")
+               for c in cases.iter("testcase"))
 
 
 def test_with_user_agent_faults_report_they_are_shown_never_a_verdict(suite):  # noqa: F811

@@ -179,7 +179,10 @@ _KILL_ALL = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OS
 def processes_of(uid: int) -> list[int]:
     """Live processes with ``uid`` as their real, effective, saved or file-system user id."""
     found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    # a process may end between the listing and the read (pathlib's glob stats each entry and raised then): every
+    # read of one that ended is skipped
+    for pid in (name for name in os.listdir("/proc") if name.isdigit()):
+        status = Path("/proc", pid, "status")
         try:
             text = status.read_text()
         except OSError:

@@ -62,8 +62,9 @@ class RunVerdict(BaseModel):
     reply_changed: list[str] = []
     #: cases below a floor on a live judgement, not confirmed by judging again: evidence, not a verdict
     unconfirmed: list[str] = []
-    #: cases whose dialogue the user agent spoiled (inconclusive (user agent)), each with its reason
+    #: cases whose dialogue the user agent spoiled (inconclusive (user agent)), and why, by case
     user_agent: list[str] = []
+    user_agent_why: dict[str, str] = {}
     _by_case: Optional[dict[str, str]] = PrivateAttr(default=None)
     #: checks neither shown passed nor failed at this n (inconclusive; failing only with fail_when_inconclusive)
     undecided: list[str] = []
@@ -131,7 +132,8 @@ class RunVerdict(BaseModel):
         """A case's verdict in this run (the same for a row of an older version, worked out when the run was judged)."""
         if self._by_case is None:  # looked up once per case by every output: a dict, not a scan of the lists
             self._by_case = {}
-            for verdict, ids in (("unconfirmed", self.unconfirmed), ("reply changed", self.reply_changed),
+            for verdict, ids in ((USER_AGENT_VERDICT, self.user_agent), ("unconfirmed", self.unconfirmed),
+                                 ("reply changed", self.reply_changed),
                                  ("unexpected pass", self.unexpected_passes), ("expected failure", self.expected_failures),
                                  ("regression", self.regressions)):  # the first list that names a case wins
                 self._by_case.update(dict.fromkeys(ids, verdict))
@@ -285,6 +287,7 @@ def run_verdict(rows: Iterable[ResultRow], gates: Iterable[GateResult], rules: A
     return RunVerdict(failures=failures, regressions=regressions, expected_failures=verdicts.get("expected failure", []),
                       unexpected_passes=verdicts.get("unexpected pass", []), reply_changed=changed,
                       unconfirmed=verdicts.get("unconfirmed", []), undecided=undecided,
-                      user_agent=[f"{row.case_id}: {why(row.user_faults)}" for row in rows
-                                  if row.verdict == USER_AGENT_VERDICT],
+                      user_agent=[row.case_id for row in rows if row.verdict == USER_AGENT_VERDICT],
+                      user_agent_why={row.case_id: why(row.user_faults) for row in rows
+                                      if row.verdict == USER_AGENT_VERDICT},
                       not_scored=not_scored, cases=cases, checks=checks, interrupted=interrupted)

@@ -20,9 +20,9 @@ from ..results.rows import ReplyChangeRow, ResultRow
 from ..scales import HEADLINE
 
 #: verdicts that make a scenario worth a reviewer's look even when its scores match the base's
-NOTABLE = ("regression", "unexpected pass", "reply changed")
+NOTABLE = ("regression", "unexpected pass", "reply changed", "inconclusive (user agent)")
 #: the order changed scenarios are listed in: what fails the run first
-ORDER = {"regression": 0, "reply changed": 1, "not scored": 2, "unexpected pass": 3}
+ORDER = {"regression": 0, "reply changed": 1, "not scored": 2, "inconclusive (user agent)": 3, "unexpected pass": 4}
 
 
 class CallSplit(BaseModel):
@@ -92,7 +92,7 @@ def scenario_changes(rows: Sequence[ResultRow], verdict: RunVerdict,
             changes.append(ScenarioChange(case_id=row.case_id, verdict=case_verdict, base=before, candidate=after,
                                           in_base=base is not None and row.case_id in base,
                                           reply_change=row.reply_change, calls=call_split(row), why=why))
-    return sorted(changes, key=lambda c: (ORDER.get(c.verdict, 4), c.case_id))
+    return sorted(changes, key=lambda c: (ORDER.get(c.verdict, len(ORDER)), c.case_id))
 
 
 def describe_split(calls: dict[str, CallSplit]) -> str:

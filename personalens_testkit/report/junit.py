@@ -12,6 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any, Iterator
 
+from ..results.rows import USER_AGENT_VERDICT
 from ..scales import METRICS
 from .model import RunReport
 
@@ -48,6 +49,9 @@ def _case(report: RunReport, row: Any, suite_name: str, verdict: str) -> Element
         children.append(("skipped", [("message", f"not scored (infrastructure): {cause}")], None, []))
     elif verdict == "reply changed":
         children.append(("skipped", [("message", f"not scored: {cause}")], None, []))
+    elif verdict == USER_AGENT_VERDICT:
+        children.append(("skipped", [("message", f"{verdict}: {report.verdict.user_agent_why.get(row.case_id, '')}")],
+                         None, []))
     attributes = [("classname", f"suites.{suite_name}"), ("name", row.case_id), ("time", f"{row.seconds:.3f}")]
     return ("testcase", attributes, None, children)
 
@@ -88,7 +92,8 @@ def _suite(report: RunReport, kind: str, suite_name: str) -> Iterator[str]:
                      time=f"{sum(row.seconds for row, _ in members):.3f}",
                      failures=str(sum(v == "regression" and row.status != "error" for row, v in members)),
                      errors=str(sum(v == "regression" and row.status == "error" for row, v in members)),
-                     skipped=str(sum(v in ("expected failure", "not scored", "reply changed") for _, v in members)))
+                     skipped=str(sum(v in ("expected failure", "not scored", "reply changed", USER_AGENT_VERDICT)
+                                     for _, v in members)))
     yield "\n  " + ET.tostring(tag, encoding="unicode").removesuffix(" />") + ">"
     for row, verdict in members:
         yield _xml(_case(report, row, suite_name, verdict), 2)

@@ -163,10 +163,10 @@ def _noise(report: RunReport) -> list[str]:
 
 def _flags_and_leaks(report: RunReport) -> list[str]:
     lines = [check.message for check in report.verdict.checks if check.name == "user agent" and check.outcome == "passed"]
-    voided = report.verdict.user_agent
+    voided, why = report.verdict.user_agent, report.verdict.user_agent_why
     if voided:
-        lines.append(f"inconclusive (user agent), out of every figure: {len(voided)} case(s): " + "; ".join(voided[:3])
-                     + (" ..." if len(voided) > 3 else ""))
+        lines.append(f"inconclusive (user agent), out of every figure: {len(voided)} case(s): "
+                     + "; ".join(f"{case}: {why.get(case, '')}" for case in voided[:3]) + (" ..." if len(voided) > 3 else ""))
     flagged = report.injection_flagged
     if flagged:
         lines.append(f"assistant text that looks addressed to the judge, flagged in {len(flagged)} cases "
