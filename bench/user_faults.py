@@ -19,11 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from personalens_testkit.agents.user_agent import UserAgent  # noqa: E402
 from personalens_testkit.agents.user_faults import RULES, facts_of, find_user_faults  # noqa: E402
-from tests.user_fault_kinds import INJECTORS, clean, facts, labelled  # noqa: E402
+from tests.user_fault_kinds import INJECTORS, PHRASES, clean, facts, labelled  # noqa: E402
 
-PHRASES = ["could you", "please", "I'd like", "maybe", "for tomorrow", "around noon", "for two people",
-           "that works", "sounds good", "on Friday", "near the station", "something quiet", "not too expensive",
-           "thanks", "great", "what about", "is there", "any chance of", "the earlier one", "by the window"]
 
 
 def faulted(found) -> bool:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from personalens_testkit.agents.user_faults import RULES, facts_of, find_user_faults, words
 
-from .user_fault_kinds import FOREIGN, INJECTORS, clean, facts, labelled
+from .user_fault_kinds import FOREIGN, INJECTORS, PHRASES, clean, facts, labelled
 
 CLEAN = clean()
 
@@ -41,9 +41,6 @@ def test_each_kind_put_into_a_clean_dialogue_is_found_at_its_turn(kind, which, s
     assert expected in found
 
 
-PHRASES = ["could you", "please", "I'd like", "maybe", "for tomorrow", "around noon", "for two people",
-           "that works", "sounds good", "on Friday", "near the station", "something quiet", "not too expensive",
-           "thanks", "great", "what about", "is there", "any chance of", "the earlier one", "by the window"]
 
 
 @st.composite

@@ -116,6 +116,12 @@ INJECTORS: dict[str, Callable[[dict[str, Any], random.Random], tuple[dict[str, A
 }
 
 
+#: English phrases a clean dialogue's user turns are built from (tests and bench alike)
+PHRASES = ["could you", "please", "I'd like", "maybe", "for tomorrow", "around noon", "for two people",
+           "that works", "sounds good", "on Friday", "near the station", "something quiet", "not too expensive",
+           "thanks", "great", "what about", "is there", "any chance of", "the earlier one", "by the window"]
+
+
 def facts(d: dict[str, Any]):
     from personalens_testkit.agents.user_faults import facts_of
 

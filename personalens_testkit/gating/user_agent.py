@@ -28,8 +28,13 @@ def gated(mode: Mode, user_agent_embedded: bool) -> bool:
     return mode == "gate" or (mode == "auto" and not user_agent_embedded)
 
 
+def _field(fault: Any, name: str) -> Any:
+    """A fault's field, whether a row holds it (an object) or an evaluation does (a dict)."""
+    return fault[name] if isinstance(fault, dict) else getattr(fault, name)
+
+
 def _direction(fault: Any) -> str:
-    return fault["direction"] if isinstance(fault, dict) else fault.direction
+    return _field(fault, "direction")  # type: ignore[no-any-return]
 
 
 def effect(faults: Iterable[Any]) -> str | None:
@@ -57,8 +62,7 @@ def why(faults: Sequence[Any]) -> str:
     turns: dict[str, list[int]] = {}
     for fault in faults:
         if _direction(fault) == found:
-            turn, rule = (fault["turn"], fault["rule"]) if isinstance(fault, dict) else (fault.turn, fault.rule)
-            turns.setdefault(rule, []).append(turn)
+            turns.setdefault(_field(fault, "rule"), []).append(_field(fault, "turn"))
     parts = [f"turn{'s' if len(at) > 1 else ''} {', '.join(map(str, at))} {RULE_WORDS.get(rule, rule)} ({rule})"
              for rule, at in turns.items()]
     return f"the user agent {found} the bot: " + "; ".join(parts)
@@ -73,7 +77,7 @@ def faulted_share(rows: Sequence[Any]) -> tuple[int, int, dict[str, int]]:
         faults = row.user_faults or ()
         faulted += effect(faults) is not None
         voided += row.verdict == USER_AGENT_VERDICT
-        for rule in {fault["rule"] if isinstance(fault, dict) else fault.rule for fault in faults}:
+        for rule in {_field(fault, "rule") for fault in faults}:
             per_rule[rule] = per_rule.get(rule, 0) + 1
     return faulted, voided, per_rule
 

@@ -26,8 +26,8 @@ from pydantic import ValidationError
 
 from ..errors import StorageError, UsageError, dotted
 from ..files import BoundedReadError, json_lines, read_xz, reserve, write_atomically, write_bytes_atomically
-from .identity import identity_difference, identity_value, identity_words, stated_difference
 from ..secrets import redact_json
+from .identity import identity_difference, identity_value, identity_words, stated_difference
 from .rows import ResultRow, RunInfo, run_line
 from .runs import Runs, is_run_record, row_run, run_lines
 
