@@ -21,7 +21,7 @@ from .agents.injection import find_injections
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
 from .agents.user_agent import UserAgent
-from .agents.user_faults import dialogue_facts, find_user_faults
+from .agents.user_faults import EXCERPT, UserFault, dialogue_facts, find_user_faults
 from .assistants.base import Assistant
 from .data.context import ScenarioContext, build_context
 from .data.loader import Dataset
@@ -99,6 +99,8 @@ class Evaluation:
     injection_flags: list[dict[str, object]] = field(default_factory=list)
     #: the user agent's own faults in the dialogue (:mod:`~.agents.user_faults`), each as ``UserFault.as_dict``
     user_faults: list[dict[str, object]] = field(default_factory=list)
+    #: with ``--review-user``: which side made the first critical error, and the review's reason
+    user_review: dict[str, str] | None = None
     error: ErrorInfo | None = None
     started_at: str = ""
     finished_at: str = ""
@@ -150,6 +152,20 @@ def _analysis(evaluation: Evaluation, name: str, run: Callable[[], T]) -> T | No
     except Exception as exc:  # noqa: BLE001 - recorded as this analysis's failure
         evaluation.analysis_errors[name] = ErrorInfo.of(exc, name.replace("_", "-")).describe()
         return None
+
+
+def _review(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> None:
+    """The review's faults join the checks' (``source`` review), its first error and reason kept beside them. A
+    review naming a user turn the dialogue does not have is no review (a ValueError: the analysis's failure)."""
+    messages = evaluation.dialogue.messages
+    said = [m.content for m in messages if m.role == "user"]
+    review = judge.review_user(ctx, messages, evaluation.dialogue.log)
+    wrong = [fault.turn for fault in review.faults if fault.turn >= len(said)]
+    if wrong:
+        raise ValueError(f"the review names user turn {wrong[0]}; the dialogue has {len(said)} (0 to {len(said) - 1})")
+    evaluation.user_faults += [{**UserFault(f.turn, f.rule, f.direction, said[f.turn][:EXCERPT]).as_dict(),
+                                "source": "review"} for f in review.faults]
+    evaluation.user_review = {"first_error": review.first_error, "justification": review.justification}
 
 
 def _judge_again(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation, first: Sequence[CallRecord]) -> dict[str, object]:
@@ -208,6 +224,8 @@ class Evaluator:
     turn_level: bool = False
     #: also judge whether the opening query leaks the user's preferences
     leak_check: bool = False
+    #: also ask the judge's model to review the user agent's turns (``--review-user``)
+    review_user: bool = False
     #: the share of cases judged a second time to measure the judge's noise (``--judge-retest``)
     retest_share: float = 0.0
     #: how failed calls are retried, and the most seconds one scenario may take (None: no limit)
@@ -253,6 +271,8 @@ class Evaluator:
                         leak = _analysis(evaluation, "leak_check", lambda: self.judge.preference_leak(ctx, messages, log))
                         if leak is not None:
                             evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
+                    if self.review_user:
+                        _analysis(evaluation, "user_review", lambda: _review(self.judge, ctx, evaluation))
                     evaluation.scoring_calls = len(log.records)
                     if retest_selected(scenario_id_of(evaluation), self.retest_share):
                         evaluation.retest = _judge_again(self.judge, ctx, evaluation, first)

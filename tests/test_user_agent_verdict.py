@@ -9,6 +9,7 @@ import json
 import typing
 import xml.etree.ElementTree as ET
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -150,3 +151,84 @@ def test_a_baseline_of_another_user_agent_is_refused_in_the_verdict(suite):  # n
     assert ("--baseline: the base's rows were produced with the user agent openai:fake-user, this run's is "
             "openai:another-user: a comparison across user agents measures them, not the bot - refused") in out
     assert "verdict: INCONCLUSIVE" in out and other.ret != 0
+
+
+# -- the review by a model (--review-user) ------------------------------------------------------------------------------
+
+REVIEW_FAULT = {"turn": 1, "rule": "off_task", "direction": "hindered"}
+
+
+def test_a_review_that_finds_the_user_hindered_the_bot_makes_its_case_inconclusive(suite):  # noqa: F811
+    """Faults a cheap check cannot see (the user drifting off its task) come from the review, one judge call a
+    dialogue, recorded like every call; they weigh as the checks' do."""
+    with FakeLLM(Script(terminate_after=2, review_faults=[REVIEW_FAULT], review_first_error="user")) as fake:
+        plain = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
+        plain.assert_outcomes(passed=4, deselected=1)
+        asked = sum(1 for r in fake.requests if "faults" in json.dumps(r.get("response_format") or {}))
+        assert asked == 0  # not asked for: no review call
+        reviewed = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--review-user")
+    reviewed.assert_outcomes(skipped=4, deselected=1)
+    newest = max(suite.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.stat().st_mtime)
+    from .support.project import read_rows
+
+    found = read_rows(newest)
+    assert all(r["verdict"] == USER_AGENT_VERDICT and r["user_review"]["first_error"] == "user" for r in found)
+    assert all({"turn": 1, "rule": "off_task", "direction": "hindered", "source": "review"}.items()
+               <= f.items() for r in found for f in r["user_faults"] if f["source"] == "review")
+    assert all(sum(c["label"] == "user review" for c in r["calls"]) == 1 for r in found)
+    assert "turn 1 drifted off its task (off_task)" in reviewed.stdout.str()
+
+
+@pytest.mark.parametrize("answer, why", [
+    ('{"faults": [{"turn": 9, "rule": "off_task", "direction": "hindered"}], "first_error": "user"}', "names user turn 9"),
+    ('{"faults": [{"turn": 1, "rule": "rude", "direction": "hindered"}], "first_error": "user"}', "faults.0.rule"),
+    ('{"faults": [], "first_error": "none"} {"faults": [], "first_error": "user"}', "gives 2 answers"),
+    ('{"faults": [], "first_error": "none", "justification": "or rather {\\"faults\\": [1]}"}', "holds JSON"),
+    ("The user played its part.", 'no JSON object with "faults"'),
+])
+def test_a_review_answer_that_is_not_one_clear_review_is_the_reviews_failure_never_a_fault(suite, answer, why):  # noqa: F811
+    """Read through the judge's strict answer grammar: a second answer, a quoted one, an unknown rule or a turn the
+    dialogue does not have makes the review fail on its own (analysis_errors); the case's scores stand."""
+    with FakeLLM(Script(terminate_after=2)) as fake:
+        fake.script.review_faults = json.loads(answer)["faults"] if answer.startswith('{"faults": [{') else []
+        original = fake.answer
+
+        def answer_review(body):
+            if "faults" in json.dumps(body.get("response_format") or {}):
+                return answer
+            return original(body)
+
+        fake.answer = answer_review
+        result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--review-user")
+    result.assert_outcomes(passed=4, deselected=1)
+    from .support.project import read_rows
+
+    (results,) = suite.path.glob("personalens-results/*/results.jsonl")
+    for row in read_rows(results):
+        assert why in row["analysis_errors"]["user_review"] and row["user_review"] is None
+        assert not [f for f in row["user_faults"] if f["source"] == "review"]
+
+
+def test_the_review_is_priced_in_the_estimate_one_judge_call_a_dialogue():
+    from personalens_testkit.assistants.base import ContextSwitches
+    from personalens_testkit.costs.shape import LENGTHS, calls_of
+    from personalens_testkit.data.loader import open_dataset
+
+    dataset = open_dataset(None)
+    (scenario, *_) = dataset.scenarios_for(7)
+    shapes = [calls_of(dataset, scenario, LENGTHS[1], bot=True, max_turns=None, turn_level=False, turn_method="chain",
+                       leak_check=False, retest_share=0.0, context=ContextSwitches(), variant="claude",
+                       review_user=review)
+              for review in (False, True)]
+    assert shapes[1]["judge"][0] == shapes[0]["judge"][0] + 1
+    assert shapes[1]["judge"][1] > shapes[0]["judge"][1] and shapes[1]["user_agent"] == shapes[0]["user_agent"]
+
+
+def test_the_estimates_stand_in_answers_every_judge_schema_with_an_answer_that_reads():
+    """The estimate's stand-in model answers the review as it answers every judgement: validly (an answer it could not
+    read would price a failed review, not one)."""
+    from personalens_testkit.agents.answers import SCHEMAS, parse_answer
+    from personalens_testkit.costs.shape import _judge_answer
+
+    for model, schema in SCHEMAS.items():
+        parse_answer(_judge_answer(schema, 40), model, model.__name__)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ..errors import JudgeAnswerError, dotted
 from ..scales import METRICS, PERSONALIZATION, Metric
 from .answer_grammar import GrammarError, Shape, payload
+from .user_faults import REVIEW_KINDS
 
 
 def _text(value: Any) -> str:
@@ -133,6 +134,28 @@ class TurnScoresAnswer(_Answer):
         return value
 
 
+class ReviewFault(BaseModel):
+    """One fault a review found in the user agent's turns: the user turn (0: the opening query), what it broke and
+    which way it moved the verdict on the bot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int = Field(ge=0)
+    rule: Literal[tuple(REVIEW_KINDS)]  # type: ignore[valid-type]
+    direction: Literal["hindered", "helped"]
+
+
+class UserReviewAnswer(_Answer):
+    """A review of the user agent's turns (``--review-user``): its faults, and which side made the first critical
+    error of the dialogue (``user``, ``assistant`` or ``none``)."""
+
+    KEY: ClassVar[str] = "faults"
+
+    faults: list[ReviewFault]
+    first_error: Literal["user", "assistant", "none"]
+    justification: str = ""
+
+
 def _strict_schema(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
@@ -149,6 +172,11 @@ SCHEMAS: dict[type[_Answer], dict[str, Any]] = {
     RatingAnswer: _strict_schema({"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "justification": _TEXT}),
     TurnScoresAnswer: _strict_schema({"scores": {"type": "array", "items": {"type": "integer", "enum": [1, 2, 3, 4]}},
                                       "justification": _TEXT}),
+    UserReviewAnswer: _strict_schema({
+        "faults": {"type": "array", "maxItems": 30, "items": _strict_schema({
+            "turn": {"type": "integer", "minimum": 0}, "rule": {"type": "string", "enum": list(REVIEW_KINDS)},
+            "direction": {"type": "string", "enum": ["hindered", "helped"]}})},
+        "first_error": {"type": "string", "enum": ["user", "assistant", "none"]}, "justification": _TEXT}),
 }
 
 
@@ -211,6 +239,8 @@ def _shape(model: type[_Answer], dimension: str) -> Shape:
         return Shape(key="verdict", names=frozenset(), top=1, reason_key="explanation", reasons=reasons)
     if model is TurnScoresAnswer:
         return Shape(key="scores", names=frozenset(), top=4, labelled=False, reasons=reasons)
+    if model is UserReviewAnswer:  # a list of faults, never a number on a scale: its reason may name turns
+        return Shape(key="faults", names=frozenset(), top=0, labelled=False, reasons=reasons)
     if model is PersonalizationAnswer:
         return Shape(key="score", names=frozenset({"personalization", "personalisation"}), top=4,
                      level_scale="personalization", reasons=reasons)

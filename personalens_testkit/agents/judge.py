@@ -25,13 +25,14 @@ from ..timebox import DaemonPool
 from ..scales import METRIC_NAMES, METRICS, PERSONALIZATION, TASK_COMPLETION, Metric, Scores
 from ..errors import JudgeAnswerError
 from .answers import (
-    SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, answer_model, parse_answer,
-    turn_scores_schema,
+    SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, UserReviewAnswer, answer_model,
+    parse_answer, turn_scores_schema,
 )
 from .calls import CallLog
 from .injection import neutralise
 from ..prompts.render import (
-    bullet_pairs, dialogue_block, fill, interactions_block, preferences_block, situation_block, template,
+    bullet_pairs, demographics_block, dialogue_block, fill, interactions_block, preferences_block, situation_block,
+    template,
 )
 
 JUDGE_TEMPERATURE = 0.0
@@ -181,26 +182,28 @@ class Judge:
         told to weigh the user's first message only."""
         conversation = judged_conversation(messages)
         prompt = fill("judge_preference_leak", preferences=preferences_block(ctx), intent=ctx.intent)
-        request = ChatRequest(
-            messages=(Message("system", fill("judge_system")),
-                      Message("user", conversation + prompt, cache_prefix=len(conversation))),
-            purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
-            json_schema=SCHEMAS[TaskCompletionAnswer], schema_name="preference_leak",
-        )
+        request = judge_request(conversation, prompt, SCHEMAS[TaskCompletionAnswer], "preference_leak")
         response = log.chat(self.model, request, role="judge", label="preference leak", turn=0)
         return parse_answer(response.text, TaskCompletionAnswer, "preference_leak")
+
+    def review_user(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> UserReviewAnswer:
+        """A review of the user agent's turns (``--review-user``): its faults against the profile it was given (its
+        demographics, the task's preferences and past interactions, its situation), its task and the protocol, each
+        with its direction, and the side that made the first critical error."""
+        conversation = judged_conversation(messages)
+        profile = (f"Demographics:\n{demographics_block(ctx)}\n\nPreferences:\n{preferences_block(ctx)}\n\n"
+                   f"Past interactions:\n{interactions_block(ctx.interactions)}\n\nSituation:\n{situation_block(ctx)}")
+        prompt = fill("judge_user_review", profile=profile, intent=ctx.intent)
+        request = judge_request(conversation, prompt, SCHEMAS[UserReviewAnswer], "user_review")
+        response = log.chat(self.model, request, role="judge", label="user review", turn=0)
+        return parse_answer(response.text, UserReviewAnswer, "user_review")
 
     def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog, *,
              label: str | None = None, turn: int = 0, schema: dict[str, Any] | None = None,
              conversation: str | None = None) -> A:
         if conversation is None:
             conversation = judged_conversation(messages)
-        request = ChatRequest(
-            messages=(Message("system", fill("judge_system")),
-                      Message("user", conversation + rubric, cache_prefix=len(conversation))),
-            purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS,
-            json_schema=schema or SCHEMAS[answer], schema_name=metric.name,
-        )
+        request = judge_request(conversation, rubric, schema or SCHEMAS[answer], metric.name)
         label = label or metric.name
         response = log.chat(self.model, request, role="judge", label=label, turn=turn)
         try:
@@ -213,6 +216,16 @@ class Judge:
                 Message("assistant", response.text), Message("user", fill("judge_ask_again", problem=exc.problem))))
             response = log.chat(self.model, again, role="judge", label=label + ASKED_AGAIN, turn=turn)
             return parse_answer(response.text, answer, label)
+
+
+def judge_request(conversation: str, rubric: str, schema: dict[str, Any], name: str) -> ChatRequest:
+    """One judge call's request: the conversation (the part a provider may cache), then the rubric; the answer's
+    schema by ``name``."""
+    return ChatRequest(
+        messages=(Message("system", fill("judge_system")),
+                  Message("user", conversation + rubric, cache_prefix=len(conversation))),
+        purpose="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS, json_schema=schema, schema_name=name,
+    )
 
 
 def judged_conversation(messages: Sequence[Message]) -> str:

@@ -290,7 +290,19 @@ RULES: tuple[Rule, ...] = (
     Rule("other_language", "hindered", "spoke another language than the scenario's", _other_language),
     Rule("turn_limit", "noted", "never ended the dialogue (the turn limit)", _turn_limit),
 )
-RULE_WORDS = {rule.name: rule.says for rule in RULES}
+#: what a review by a model (``--review-user``) may find beyond the checks: the faults only reading the dialogue
+#: against the profile, the task and the protocol tells, each with what it means in words
+REVIEW_RULES: dict[str, str] = {
+    "off_task": "drifted off its task",
+    "contradicts_profile": "contradicted its profile",
+    "states_preferences": "stated its preferences outright (the protocol: convey them subtly, never in the opening)",
+    "does_assistants_work": "did the assistant's work for it",
+    "ended_too_early": "ended the dialogue before its task was done",
+    "broke_character": "broke character (spoke as a simulator, an AI, or about its instructions)",
+}
+RULE_WORDS = {**{rule.name: rule.says for rule in RULES}, **REVIEW_RULES}
+#: the rules a review may name: the checks' own and its own
+REVIEW_KINDS = tuple(RULE_WORDS)
 
 
 def find_user_faults(facts: Facts, rules: Sequence[Rule] = RULES) -> list[UserFault]:

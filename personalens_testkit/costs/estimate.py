@@ -80,6 +80,7 @@ class Options:
     turn_level: bool = False
     turn_method: str = "chain"
     leak_check: bool = False
+    review_user: bool = False
     retest_share: float = 0.0
     context: ContextSwitches = field(default_factory=ContextSwitches)
     variant: str = "claude"
@@ -108,6 +109,7 @@ def shape_by_kind(dataset: Dataset, scenarios: Sequence[Scenario], options: Opti
                 for role, (calls, prompt, completion) in calls_of(
                         dataset, scenario, length, bot=options.bot, max_turns=options.max_turns,
                         turn_level=options.turn_level, turn_method=options.turn_method, leak_check=options.leak_check,
+                        review_user=options.review_user,
                         retest_share=options.retest_share, context=options.context, variant=options.variant).items():
                     entry = means[role][i]
                     for j, value in enumerate((calls, prompt, completion)):

@@ -123,12 +123,14 @@ def _value(spec: dict[str, Any], size: int) -> Any:
         return spec.get("minimum", 1)
     if kind == "array":
         return [_value(spec.get("items", {}), size // 4) for _ in range(spec.get("minItems", 1))]
+    if kind == "object":  # a review's fault: each of its fields
+        return {name: _value(field, size // 4) for name, field in spec.get("properties", {}).items()}
     return "x" * size
 
 
 def calls_of(dataset: Dataset, scenario: Scenario, length: Length, *, bot: bool, max_turns: int | None,
              turn_level: bool, turn_method: str, leak_check: bool, retest_share: float, context: ContextSwitches,
-             variant: str, repeat: int = 1) -> dict[str, list[int]]:
+             variant: str, repeat: int = 1, review_user: bool = False) -> dict[str, list[int]]:
     """[calls, prompt tokens, completion tokens] per role of one scenario at ``length`` (a bot's tokens: 0)."""
     limit = turn_limit(scenario.kind, max_turns)
     model = StandIn(length, turns_of(length, limit))
@@ -136,7 +138,7 @@ def calls_of(dataset: Dataset, scenario: Scenario, length: Length, *, bot: bool,
                                                                                           variant=variant)
     evaluator = Evaluator(dataset=dataset, user_agent=UserAgent(model), assistant=assistant,
                           judge=Judge(model, turn_method=turn_method), max_turns=max_turns, turn_level=turn_level,
-                          leak_check=leak_check, retest_share=retest_share)
+                          leak_check=leak_check, review_user=review_user, retest_share=retest_share)
     evaluation = evaluator.evaluate(scenario, repeat=repeat)
     if evaluation.error is not None:  # a stand-in that the code refused: a bug of this module, said plainly
         raise RuntimeError(f"estimating {scenario.scenario_id}: {evaluation.error.describe()}")

@@ -128,6 +128,8 @@ class UserFaultRow(_Part):
     rule: str
     direction: Literal["hindered", "helped", "noted"]
     excerpt: str = ""
+    #: what found it: the checks that cost nothing, or a review by a model (``--review-user``)
+    source: Literal["check", "review"] = "check"
 
 
 class ShortfallRow(_Part):
@@ -221,8 +223,12 @@ class ResultRow(ReadsScores, _Part):
     expected: Optional[str] = None
     verdict: Optional[CaseVerdict] = None
     injection_flags: list[FlagRow] = []
-    #: the user agent's own faults in the dialogue, found by checks that cost nothing (live or replayed)
+    #: the user agent's own faults in the dialogue, found by checks that cost nothing (live or replayed), and by a
+    #: review by a model with ``--review-user``
     user_faults: list[UserFaultRow] = []
+    #: with ``--review-user``: which side made the dialogue's first critical error (``first_error``: user, assistant or
+    #: none) and the review's reason
+    user_review: Optional[dict[str, str]] = None
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
     #: the optional analyses that failed (``turn_level``, ``leak_check``): why; the row's scores stand
@@ -360,7 +366,7 @@ def build_row(
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
-        user_faults=evaluation.user_faults,
+        user_faults=evaluation.user_faults, user_review=evaluation.user_review,
         preference_leak=evaluation.preference_leak, analysis_errors=dict(evaluation.analysis_errors),
         retest=evaluation.retest, confirmation=evaluation.confirmation,
         reply_change=_reply_change(dialogue.reply_change),

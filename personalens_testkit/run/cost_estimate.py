@@ -26,6 +26,7 @@ def run_estimate(settings: RunSettings, dataset: Dataset, cases: Sequence[tuple[
     options = Options(
         record_mode=settings.record_mode, rejudge=settings.rejudge, bot=assistant.is_bot, max_turns=settings.max_turns,
         turn_level=settings.turn_level, turn_method=settings.turn_level_method, leak_check=settings.leak_check,
+        review_user=settings.review_user,
         retest_share=settings.judge_retest, context=assistant.context, variant=variant,
         models={role: roles[role].spec if role in roles else None for role in ("user_agent", "assistant", "judge")},
     )

@@ -100,7 +100,7 @@ def settings_snapshot(settings: RunSettings, shown: Any) -> dict[str, Any]:
         "sample": sel.sample, "profiles": list(sel.profiles) if sel.profiles else None,
         "domains": list(sel.domains) if sel.domains else None, "task_kind": sel.task_kind,
         "max_turns": s.max_turns, "record_mode": s.record_mode, "rejudge": s.rejudge, "repeat": s.repeat,
-        "turn_level": s.turn_level, "leak_check": s.leak_check, "completion_counting": s.completion_counting,
+        "turn_level": s.turn_level, "leak_check": s.leak_check, "review_user": s.review_user, "completion_counting": s.completion_counting,
         "reply_cut": s.reply_cut,
         "thresholds": str(s.thresholds_path),
         "cassette_dir": shown(s.cassette_dir), "baseline": str(s.baseline) if s.baseline else None,

@@ -53,6 +53,7 @@ class RunSettings:
     #: how the user agent and the reference assistant keep a reply their model ran past (prompts/render.REPLY_CUTS)
     reply_cut: str = "speaker"
     leak_check: bool = False
+    review_user: bool = False
     #: report files by their format's setting (report/outputs.FORMATS: json_report, ...; None or absent: the file of
     #: its format in the run folder)
     report_paths: Mapping[str, Optional[Path]] = field(default_factory=dict)

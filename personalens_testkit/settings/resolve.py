@@ -97,7 +97,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         turn_level_method=_choice(values, "turn_level_method"),
         completion_counting=_choice(values, "completion_counting"), reply_cut=_choice(values, "reply_cut"),
-        leak_check=bool(values["leak_check"]), report_paths={f.setting: values.path(f.setting) for f in FORMATS},
+        leak_check=bool(values["leak_check"]), review_user=bool(values["review_user"]), report_paths={f.setting: values.path(f.setting) for f in FORMATS},
         baseline=_existing(values, "baseline", "a report.json or results.jsonl of an earlier run"),
         baseline_margin=values["baseline_margin"], judge_retest=values["judge_retest"],
         judge_calibration=_existing(values, "judge_calibration", "a report of `personalens calibrate`"),

@@ -222,6 +222,9 @@ SETTINGS: tuple[Setting, ...] = (
             "the paper's code keeps them; --preset paper)", choices=REPLY_CUTS, default="speaker"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
+    Setting("review_user", "also ask the judge's model to review the user agent's turns against its profile, task "
+            "and the protocol: each fault with its turn and whether it hindered or helped the bot (one more judge call "
+            "a dialogue)", "flag", config=False),
     *(Setting(form.setting, f"{form.what} (default: <run folder>/{form.default_name}) {form.also}".strip(), "path",
               metavar="PATH", config=False) for form in FORMATS),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "

@@ -75,6 +75,9 @@ class Script:
     #: a judge that reads the dialogue: called with the judge request's text, it returns the scores that
     #: differ from ``scores`` for that dialogue (a rubric in miniature, for tests of what a bot change does)
     judge_rule: Optional[Callable[[str], dict[str, Any]]] = None
+    #: what a review of the user agent's turns answers (--review-user): its faults and the first error's side
+    review_faults: list[dict[str, Any]] = field(default_factory=list)
+    review_first_error: str = "none"
     #: fields added to the head of every answer (a gateway's: ``("Content-Encoding", "identity")``)
     extra_headers: tuple[tuple[str, str], ...] = ()
 
@@ -143,6 +146,9 @@ class FakeLLM:
             scores = script.scores
             if script.judge_rule is not None:
                 scores = {**scores, **script.judge_rule(json.dumps(body, ensure_ascii=False))}
+            if "faults" in keys:  # a review of the user agent's turns (--review-user)
+                return json.dumps({"faults": script.review_faults, "first_error": script.review_first_error,
+                                   "justification": "the user's turns, reviewed"})
             if "verdict" in keys:
                 return json.dumps({"verdict": scores["task_completion"], "explanation": "goal met"})
             if "scores" in keys:  # turn-level personalization in one call: one score per assistant reply
