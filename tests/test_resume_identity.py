@@ -279,6 +279,20 @@ def test_identities_differ_in_their_first_differing_field(change, field):
     assert identity_difference(None, None) is None
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["max_turns", "leak_check", "review_user", "reply_cut"]),
+                       st.none() | st.sampled_from(["true", "5", "#0123456789ab"]), max_size=4),
+       st.sampled_from(["max_turns", "leak_check", "review_user", "reply_cut"]))
+def test_a_setting_an_identity_lacks_is_unset_there(kept, added):
+    """An identity written before a setting existed lacks its key: that is the setting unset (a flag off), so rows of
+    the older version stand for a run that leaves it unset, and only for such a run."""
+    older = IDENTITY.model_copy(update={"settings": {k: v for k, v in kept.items() if k != added}})
+    unset = IDENTITY.model_copy(update={"settings": {**older.settings, added: None}})
+    given_now = IDENTITY.model_copy(update={"settings": {**older.settings, added: "true"}})
+    assert identity_difference(older, unset) is None and identity_difference(unset, older) is None
+    assert identity_difference(older, given_now) == identity_difference(given_now, older) == f"settings.{added}"
+
+
 def test_old_rows_stay_readable_and_merge_alike_only():
     old = ResultRow.model_validate({"scenario_id": "user7-SD-Alarm-task-1", "status": "passed"})
     assert old.identity is None

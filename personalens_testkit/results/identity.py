@@ -68,7 +68,8 @@ def kept_value(value: Any) -> str | None:
 def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) -> str | None:
     """The first field (of :data:`IDENTITY_FIELDS`) in which two identities differ - ``settings.max_turns``, for
     a field that holds several; ``identity`` when one of them is missing; None when they are equal (or both
-    missing: nothing to tell them apart)."""
+    missing: nothing to tell them apart). In a field that holds several, a key one identity lacks is unset (None): a
+    setting a later version added, off, is the older version's set-up (``--review-user`` not given is no review)."""
     if theirs is None or ours is None:
         return None if theirs is ours else "identity"
     for name in IDENTITY_FIELDS:
@@ -76,12 +77,12 @@ def identity_difference(theirs: RunIdentity | None, ours: RunIdentity | None) ->
         if one == other:
             continue
         if isinstance(one, dict):
-            return f"{name}.{next(key for key in [*other, *one] if one.get(key, _NONE) != other.get(key, _NONE))}"
+            key = next((key for key in [*other, *one] if one.get(key) != other.get(key)), None)
+            if key is None:
+                continue
+            return f"{name}.{key}"
         return name
     return None
-
-
-_NONE = object()
 
 
 #: the set-up fields a row states at its top level (rows of older testkits have nothing else to compare)
