@@ -21,7 +21,7 @@ from .agents.injection import find_injections
 from .agents.dialogue import Dialogue, run_dialogue, turn_limit
 from .agents.judge import Judge, Verdict
 from .agents.user_agent import UserAgent
-from .agents.user_faults import EXCERPT, UserFault, dialogue_facts, find_user_faults
+from .agents.user_faults import UserFault, dialogue_facts, excerpt, find_user_faults
 from .assistants.base import Assistant
 from .data.context import ScenarioContext, build_context
 from .data.loader import Dataset
@@ -163,7 +163,7 @@ def _review(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> None:
     wrong = [fault.turn for fault in review.faults if fault.turn >= len(said)]
     if wrong:
         raise ValueError(f"the review names user turn {wrong[0]}; the dialogue has {len(said)} (0 to {len(said) - 1})")
-    evaluation.user_faults += [{**UserFault(f.turn, f.rule, f.direction, said[f.turn][:EXCERPT]).as_dict(),
+    evaluation.user_faults += [{**UserFault(f.turn, f.rule, f.direction, excerpt(said[f.turn])).as_dict(),
                                 "source": "review"} for f in review.faults]
     evaluation.user_review = {"first_error": review.first_error, "justification": review.justification}
 

@@ -95,7 +95,8 @@ def dialogue_facts(ctx: ScenarioContext, dialogue: Dialogue, shown: str) -> Fact
                     intent=ctx.intent)
 
 
-def _excerpt(text: str) -> str:
+def excerpt(text: str) -> str:
+    """A turn's first :data:`EXCERPT` characters, as a finding keeps them."""
     return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
 
 
@@ -307,13 +308,6 @@ REVIEW_KINDS = tuple(RULE_WORDS)
 
 def find_user_faults(facts: Facts, rules: Sequence[Rule] = RULES) -> list[UserFault]:
     """Every rule's findings, in turn order (one finding a rule and turn)."""
-    found = {(turn, rule.name): UserFault(turn, rule.name, rule.direction, _excerpt(text))
+    found = {(turn, rule.name): UserFault(turn, rule.name, rule.direction, excerpt(text))
              for rule in rules for turn, text in rule.check(facts)}
     return sorted(found.values(), key=lambda fault: (fault.turn, [r.name for r in rules].index(fault.rule)))
-
-
-def user_agent_effect(faults: Iterable[UserFault]) -> Direction | None:
-    """What the faults did to the dialogue as a whole: ``hindered`` if any did (a bot that could not be judged
-    fairly), else ``helped`` if any did, else None (``noted`` findings alone change nothing)."""
-    directions = {fault.direction for fault in faults}
-    return "hindered" if "hindered" in directions else "helped" if "helped" in directions else None
