@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, ContextManager, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, ContextManager, Protocol, Sequence, TypeVar
 
 from .agents.calls import CallRecord
 from .agents.injection import find_injections
@@ -28,6 +28,9 @@ from .data.loader import Dataset
 from .data.models import Scenario, case_id
 from .errors import ErrorSource, JudgeAnswerError, ModelError, PersonalensError, StorageError
 from .llm.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .transcript_file import TranscriptAt
 
 T = TypeVar("T")
 logger = logging.getLogger("personalens_testkit.evaluation")
@@ -102,6 +105,8 @@ class Evaluation:
     #: with ``--review-user``: which side made the first critical error, and the review's reason
     user_review: dict[str, str] | None = None
     error: ErrorInfo | None = None
+    #: where its transcript was kept (None: not written, or not yet)
+    transcript_at: TranscriptAt | None = None
     started_at: str = ""
     finished_at: str = ""
     seconds: float = 0.0

@@ -1,9 +1,8 @@
-"""A case as text: its transcript file, and the messages of a case that fails (below a floor, or not
-reproducing its recording)."""
+"""A case as text: its transcript (kept in its process's transcripts file: :mod:`.transcript_file`), and the
+messages of a case that fails (below a floor, or not reproducing its recording)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ def format_transcript(evaluation: Evaluation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def describe_shortfalls(evaluation: Evaluation, found: Sequence[Any], transcript_path: Path) -> str:
+def describe_shortfalls(evaluation: Evaluation, found: Sequence[Any], transcript_path: object) -> str:
     """Why a case failed: the floors it missed, every score with the judge's reason, the transcript's path."""
     assert evaluation.verdict is not None
     lines = [f"{evaluation.scenario.scenario_id} is below its thresholds:"]

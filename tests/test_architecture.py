@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "personalens_testkit"
 
 #: bottom up; a module may import its own layer's modules and any layer below, never one above
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in (
-    "errors scales files timebox callsite textview untrusted_json secret_spellings secrets projectfiles discovery scaffold",
+    "errors scales files transcript_file timebox callsite textview untrusted_json secret_spellings secrets projectfiles "
+    "discovery scaffold",
     "data",
     "llm",
     "replay",

@@ -8,6 +8,9 @@ import json
 import lzma
 import time
 from datetime import datetime
+from pathlib import Path
+
+from personalens_testkit.transcript_file import read_transcript
 
 from .support.fake_llm import FakeLLM, Script, task_of
 from .support.project import latest_results, suite_project, with_runs
@@ -110,6 +113,13 @@ def test_xdist_workers_each_evaluate_their_own_queue_concurrently(pytester, monk
     assert max(under_way) > 4, under_way
     assert sorted(r["scenario_id"] for r in recorded) == sorted({r["scenario_id"] for r in recorded})
     assert len(recorded) == outcomes["passed"]
+    # each worker appended its cases' transcripts to its own file from four lanes: each row finds its own, whole
+    assert {Path(r["transcript_path"].rpartition(":")[0]).name for r in recorded} == {"gw0.txt", "gw1.txt"}
+    for row in recorded:
+        text = read_transcript(pytester.path / row["transcript_path"])
+        assert text.startswith(f"# {row['scenario_id']}\n") and text.endswith("\n")
+        assert [line.split(": ", 1)[0] for line in text.split("\n") if line.startswith(("USER: ", "ASSISTANT: "))] \
+            == [turn["role"].upper() for turn in row["transcript"]]
 
 
 def test_a_work_stealing_run_evaluates_no_case_ahead_and_writes_each_once(pytester, monkeypatch):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from personalens_testkit.transcript_file import read_transcript
+
 from .support.fake_llm import FakeLLM, Script, task_of
 from .support.project import with_runs
 
@@ -101,7 +103,7 @@ def test_passing_cases_write_full_result_rows(suite):
     assert roles.count("judge") == 6 and roles.count("assistant") == 3 and roles.count("user_agent") == 3
     assert all(c["prompt_tokens"] and c["seconds"] >= 0 for c in row["calls"])
     assert (row["user_model"], row["judge_model"], row["assistant_model"]) == ("openai:fake-user", "openai:fake-judge", "openai:fake-bot")
-    assert Path(row["transcript_path"]).read_text().startswith("# user7-SD-Alarm-task-1")
+    assert read_transcript(row["transcript_path"]).startswith("# user7-SD-Alarm-task-1")
     # the judge calls asked for schema-constrained JSON in the OpenAI dialect
     judge_calls = [r for r in fake.requests if "response_format" in r]
     assert len(judge_calls) == 24 and judge_calls[0]["response_format"]["type"] == "json_schema"
@@ -117,8 +119,8 @@ def test_each_case_reads_its_own_item_and_a_nested_run_gives_the_outer_one_back(
     with FakeLLM(Script(terminate_after=1)) as fake:
         result = run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm")
     result.assert_outcomes(passed=4, deselected=1)  # each case's row kept on its own item, and written
-    assert [(r["scenario_id"], Path(r["transcript_path"]).name) for r in rows(suite)] == [
-        (f"user7-SD-Alarm-task-{n}", f"user7-SD-Alarm-task-{n}.txt") for n in range(1, 5)]
+    assert [(r["scenario_id"], read_transcript(r["transcript_path"]).split("\n")[0]) for r in rows(suite)] == [
+        (f"user7-SD-Alarm-task-{n}", f"# user7-SD-Alarm-task-{n}") for n in range(1, 5)]
     assert fixtures._running() is request.node  # noqa: SLF001
     fixtures._RUNNING.item = None  # noqa: SLF001 - as outside any test: the fixtures say what is wrong
     try:
@@ -190,7 +192,7 @@ def test_scores_below_the_floors_fail_with_scores_reasons_and_transcript(suite):
         "  - Task completion: the judge found the task not completed (required: completed)",
         "  - Personalization: 1 is below the floor of 2",
         "  personalization = 1: personalization looks fine",
-        "transcript: */transcripts/user7-SD-Alarm-task-1.txt",
+        "transcript: */transcripts/main.txt:*",
     ])
     row = rows(suite)[0]
     assert row["status"] == "failed" and row["verdict"] == "regression"

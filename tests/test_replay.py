@@ -290,7 +290,7 @@ endpoint_url = "{fake.url.removesuffix('/v1')}"
         assert value.encode() not in stored, name
     # nor in any other output: results, transcripts, report JSON / JUnit / HTML, logs, the terminal
     outputs = [p for p in project.path.rglob("*") if p.is_file() and "cassettes" not in p.parts and p.suffix != ".py"]
-    assert {p.name for p in outputs} >= {"results.jsonl", "report.json", "junit.xml", "report.html", "user7-SD-Alarm-task-1.txt"}
+    assert {p.name for p in outputs} >= {"results.jsonl", "report.json", "junit.xml", "report.html", "main.txt"}
     text = "\n".join(p.read_text(errors="replace") for p in outputs) + recording.stdout.str() + recording.stderr.str()
     for name, value in planted.items():
         assert value not in text, name

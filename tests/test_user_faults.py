@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from personalens_testkit.agents.user_faults import RULES, facts_of, find_user_faults, words
+from personalens_testkit.agents.user_faults import PASTED_WORDS, RULES, facts_of, find_user_faults, words
 
 from .user_fault_kinds import FOREIGN, INJECTORS, PHRASES, clean, facts, labelled
 
@@ -94,6 +94,53 @@ def test_a_few_words_of_the_profile_in_a_turn_are_playing_it_not_pasting_it(whic
     d = {**d, "messages": [dict(m) for m in d["messages"]]}
     d["messages"][2]["content"] = f"As usual, {phrase}, you know what I mean."
     assert "pasted_profile" not in {fault.rule for fault in find_user_faults(facts(d))}
+
+
+def _word_runs(text: str, size: int = PASTED_WORDS) -> set[tuple[str, ...]]:
+    said = words(text)
+    return {tuple(said[i:i + size]) for i in range(len(said) - size + 1)}
+
+
+_FEW_WORDS = st.lists(st.tuples(st.sampled_from(["tea", "Tea", "TEA", "teas", "steas", "café", "cafe\u0301"]),
+                                 st.sampled_from([" ", "\n", ", ", " - ", "  "])), max_size=16).map(
+    lambda pairs: "".join(word + gap for word, gap in pairs))
+
+
+#: a word and a word it holds at its end or start: a run cut inside a word is no run of the profile
+_INSIDE = {"teas": "tea", "steas": "teas", "tea": "teas"}
+
+
+@st.composite
+def _cut_from(draw: st.DrawFn, profile: str) -> str:
+    """A turn cut from a profile's words (six to eight of them), its first or last word maybe one it holds."""
+    said = profile.split()
+    start = draw(st.integers(0, max(0, len(said) - 6)))
+    cut = said[start:start + draw(st.integers(6, 8))]
+    for end in draw(st.sets(st.sampled_from([0, -1]))):
+        if cut:
+            cut[end] = _INSIDE.get(cut[end].strip(",-").lower(), cut[end])
+    return " ".join(cut)
+
+
+@st.composite
+def _profiles_and_turns(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    profiles = draw(st.lists(_FEW_WORDS.filter(lambda text: len(text.split()) >= 6), min_size=1, max_size=2))
+    turns = draw(st.lists(st.one_of(_FEW_WORDS, _cut_from(profiles[0])), min_size=1, max_size=4))
+    return profiles, turns
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_profiles_and_turns(), _FEW_WORDS)
+def test_a_turn_is_pasted_exactly_when_it_shares_a_run_of_six_words_with_the_profile_the_task_does_not_hold(
+        profiles_and_turns, intent):
+    """The rule's definition, by sets of word runs, against the check (a search over the profile's words): few words,
+    so runs are shared often, across case, Unicode forms, punctuation and words inside words."""
+    profiles, turns = profiles_and_turns
+    facts = facts_of([{"role": "user", "content": turn} for turn in turns], None, profile_texts=profiles,
+                     intent=intent)
+    shown = set().union(*(_word_runs(text) for text in profiles)) - _word_runs(intent)
+    expected = [turn for turn, text in enumerate(turns) if _word_runs(text) & shown]
+    assert [f.turn for f in find_user_faults(facts) if f.rule == "pasted_profile"] == expected
 
 
 def test_the_calibration_sets_dialogues_written_as_users_who_play_their_part_raise_no_fault():

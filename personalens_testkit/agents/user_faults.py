@@ -108,24 +108,28 @@ def words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-def _runs(tokens: Sequence[str], size: int) -> set[tuple[str, ...]]:
-    return {tuple(tokens[i:i + size]) for i in range(len(tokens) - size + 1)}
+def _runs(tokens: Sequence[str], size: int) -> Iterator[str]:
+    """A word list's runs of ``size`` words, each as its words joined by one space."""
+    return (" ".join(tokens[i:i + size]) for i in range(len(tokens) - size + 1))
 
 
 @functools.lru_cache(maxsize=64)
-def _text_runs(text: str) -> frozenset[tuple[str, ...]]:
-    """A text's runs of :data:`PASTED_WORDS` words: a scenario's profile is read once, not at every dialogue."""
-    return frozenset(_runs(words(text), PASTED_WORDS))
+def _spaced(text: str) -> str:
+    """A text's words joined by one space, with a space at each end: a run of words is in it exactly when the run,
+    spaced alike, is a substring of it (a word holds no space). A scenario's profile is read once."""
+    return f" {' '.join(words(text))} "
 
 
 # -- the rules ---------------------------------------------------------------------------------------------------------
 
 def _pasted(facts: Facts) -> Iterator[tuple[int, str]]:
     """A user turn holding a run of :data:`PASTED_WORDS` words of the profile as it was shown (demographics,
-    preferences, past interactions): pasted, not played - the bot is handed what it should have inferred."""
-    shown = frozenset().union(*(_text_runs(text) for text in facts.profile_texts)) - _text_runs(facts.intent)
-    for turn, said in enumerate(facts.user_words):  # the user's own task (its intent): saying it is playing it
-        if not shown.isdisjoint(_runs(said, PASTED_WORDS)):
+    preferences, past interactions): pasted, not played - the bot is handed what it should have inferred. A run the
+    user's own task (its intent) holds is not pasted: saying its task is playing it."""
+    shown, intent = [_spaced(text) for text in facts.profile_texts], _spaced(facts.intent)
+    for turn, said in enumerate(facts.user_words):
+        if any(any(f" {run} " in text for text in shown) and f" {run} " not in intent
+               for run in _runs(said, PASTED_WORDS)):
             yield turn, facts.user_turns[turn]
 
 

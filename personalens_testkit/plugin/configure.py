@@ -77,6 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
                   server_handles=shared.get("servers"))
         run.workers = int(workerinput.get("workercount") or 0)
         run.queue_written = bool(shared.get("queues"))
+        run.process = str(workerinput.get("workerid") or "gw")
     else:
         from .controller import ControllerHooks  # the controlling process's: an xdist worker never loads it
 

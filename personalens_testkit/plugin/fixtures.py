@@ -89,7 +89,7 @@ def judged_dialogue(scenario: Scenario, personalens_repeat: int, personalens_run
     item = _running()
     evaluation = personalens_run.runner.evaluate_case(item.nodeid, scenario, personalens_repeat)
     record = item.stash[CASE] = CaseRecord(evaluation)
-    path = personalens_run.runner.transcript_path(scenario, personalens_repeat)
+    path = personalens_run.recording.transcript_shown(evaluation.transcript_at)
     if evaluation.error is not None:
         raw = f"\nraw judge answer: {evaluation.error.raw_answer!r}" if evaluation.error.raw_answer is not None else ""
         message = redact(f"{evaluation.error.describe()}{raw}\ntranscript so far: {path}")
@@ -145,7 +145,7 @@ def check_floors(score_floors: ScenarioFloors, personalens_run: Run) -> Any:
             verdict = case_verdict(expectation, missed, judged_live=not confirmed)
         record.verdict = verdict
         if found:
-            path = personalens_run.runner.transcript_path(evaluation.scenario, evaluation.repeat)
+            path = personalens_run.recording.transcript_shown(evaluation.transcript_at)
             missed_text = "; ".join(f"{s.metric} {str(s.value).lower()} below {str(s.floor).lower()}" for s in found)
             if verdict == "expected failure":  # one line: what it missed, as expected, and where to read it
                 pytest.xfail(redact(f"expected failure ({expectation}): {missed_text}; transcript {path}"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import re
 import time
 from functools import cached_property
 from pathlib import Path
@@ -21,10 +22,10 @@ from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..errors import PersonalensError, StorageError
 from ..evaluation import Evaluation, Evaluator
-from ..files import write_atomically
 from ..gating.thresholds import ScenarioFloors
 from ..secrets import redact
 from ..settings import RunSettings
+from ..transcript_file import TranscriptFile
 from ..transcripts import format_transcript
 from .concurrency import Case, EvaluateAhead
 from .confirmation import Confirmation, confirm, judgements_for
@@ -39,8 +40,10 @@ if TYPE_CHECKING:  # --max-cost's machinery loads when a run asks for it
 
 class CaseRunner:
     def __init__(self, settings: RunSettings, run_dir: Path, dataset: Dataset, models: ModelPool,
-                 assistant: AssistantUnderTest, recording: Recording) -> None:
+                 assistant: AssistantUnderTest, recording: Recording, *, process: str = "main") -> None:
         self.settings = settings
+        #: this process's name in the run (its xdist worker's id, or ``main``): its transcripts file's
+        self.process = process
         self.run_dir = run_dir
         self.dataset = dataset
         self.models = models
@@ -66,8 +69,11 @@ class CaseRunner:
             retry=s.retry, time_limit_s=s.scenario_timeout_s,
         )
 
-    def transcript_path(self, scenario: Scenario, repeat: int = 1) -> Path:
-        return self.run_dir / "transcripts" / f"{case_id(scenario.scenario_id, repeat)}.txt"
+    @cached_property
+    def transcripts(self) -> TranscriptFile:
+        """This process's transcripts file: ``transcripts/<xdist worker>.txt``, or ``main.txt`` without xdist (each
+        process appends to its own: :mod:`~personalens_testkit.transcripts`)."""
+        return TranscriptFile(self.run_dir / "transcripts" / f"{re.sub(r'[^A-Za-z0-9_-]', '_', self.process)}.txt")
 
     def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]], upcoming: Callable[[], list[str]] | None = None,
                        *, lanes: int) -> None:
@@ -128,7 +134,8 @@ class CaseRunner:
             except OSError as exc:  # the ledger cannot be written: the case keeps its row, the run stops
                 StopSignal(self.run_dir).raise_(f"the budget's ledger cannot be written ({exc})")
         try:
-            write_atomically(self.transcript_path(scenario, repeat), redact(format_transcript(evaluation)))
+            evaluation.transcript_at = self.transcripts.append(case_id(scenario.scenario_id, repeat),
+                                                               redact(format_transcript(evaluation)))
         except StorageError as exc:
             if evaluation.error is None:
                 evaluation.fail(exc, "writing the transcript")
@@ -210,3 +217,5 @@ class CaseRunner:
         for assistant in self._built:
             assistant.close()
         self._built.clear()
+        if "transcripts" in self.__dict__:
+            self.transcripts.close()

@@ -35,7 +35,7 @@ def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[A
     """A case's row (:class:`CaseRow`). ``found``: the floors the case's own check found it missed."""
     try:
         row = build_row(run.run_info, evaluation, status=status, found=found,
-                        transcript_path=run.recording.shown(run.runner.transcript_path(evaluation.scenario, evaluation.repeat)),
+                        transcript_path=run.recording.transcript_shown(evaluation.transcript_at, missing=None),
                         cassette=run.recording.cassette_of(evaluation.scenario, evaluation.repeat),
                         expected=expected, verdict=verdict)
         stand_in = False

@@ -26,6 +26,7 @@ from .confirmation import Base, base_case
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
+    from ..transcript_file import TranscriptAt
 
 
 class Recording:
@@ -47,6 +48,11 @@ class Recording:
         with contextlib.suppress(ValueError):
             return str(path.relative_to(self.settings.rootdir))
         return str(path)
+
+    def transcript_shown(self, at: TranscriptAt | None, missing: str | None = "(not written)") -> str | None:
+        """Where a case's transcript is, as rows and lines show it (``path:line``); ``missing`` when it was not
+        written."""
+        return missing if at is None else f"{self.shown(at.path)}:{at.line}"
 
     def summary(self) -> str:
         reproduces = self.shown(existing(self.recorded_path) or self.recorded_path) if self.recorded else ""

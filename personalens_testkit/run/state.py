@@ -101,6 +101,8 @@ class Run:
         self.workers = 0
         #: in an xdist worker: whether the controller's scheduler writes this worker's queue down (told by the plugin)
         self.queue_written = False
+        #: this process's name in the run: its xdist worker's id, ``main`` without xdist (told by the plugin)
+        self.process = "main"
 
     @cached_property
     def recording(self) -> Recording:
@@ -116,7 +118,7 @@ class Run:
         from .cases_runner import CaseRunner  # the dialogue and judging machinery: loaded when a case runs
 
         runner = CaseRunner(self.settings, self.run_dir, self.cases.dataset, self.models, self.assistant,
-                            self.recording)
+                            self.recording, process=self.process)
         if self.settings.max_cost is not None:  # --max-cost: every process reserves and settles in one ledger
             from .budget import run_budget
 
