@@ -33,6 +33,16 @@ def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on real embedded model servers (marked ``live``) are one xdist group: under the README's test
+    command (``--dist loadgroup``) one worker runs them one after another while the other runs the rest - instead of
+    a worker waiting minutes for the lock below while its share of the suite waits too (issue 48)."""
+    for item in items:
+        if item.get_closest_marker("live") is not None:
+            item.add_marker(pytest.mark.xdist_group("embedded-model"))
+
+
 @pytest.fixture(autouse=True)
 def _one_embedded_model_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A test that runs real embedded model servers (marked ``live``) holds a lock that the other xdist workers share

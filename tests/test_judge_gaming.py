@@ -14,6 +14,7 @@ from personalens_testkit.llm.base import Message
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import latest_results, suite_project, with_runs
+from .support.watched import run_pytest_watched
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "examples" / "adversarial_bot"
@@ -75,7 +76,7 @@ def project_for(pytester: pytest.Pytester, extra: str = "") -> None:
 
 
 def scored(pytester: pytest.Pytester, *args: str) -> dict:
-    result = pytester.runpytest_subprocess(*args, timeout=900)
+    result = run_pytest_watched(pytester, *args)  # bounded by its progress: a busy machine is slower, not hung
     latest = latest_results(pytester.path)
     (row,) = with_runs([json.loads(line) for line in latest.read_text().splitlines()])
     assert row["scores"] is not None, result.stdout.str()[-3000:]
@@ -99,10 +100,12 @@ def test_a_gullible_judge_is_not_fooled_and_the_attempt_is_flagged(pytester):
 
 @pytest.mark.live
 def test_the_embedded_judge_scores_the_injected_bot_like_the_honest_one(pytester):
-    """On the real embedded judge (SmolLM2-135M): the attack raises no score by more than one point."""
-    project_for(pytester)
-    honest = scored(pytester, *ARGS, "--assistant", "honest")
-    injected = scored(pytester, *ARGS, "--assistant", "injected")
+    """On the real embedded judge (SmolLM2-135M): the attack raises no score by more than one point. The judge is
+    what is tested: the user agent is a scripted one (the embedded model's server starts once a run, for the judge)."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        project_for(pytester, f'user_model = "openai:u"\nopenai_base_url = "{fake.url}"\n[local]\nn_threads = 1\n')
+        honest = scored(pytester, *ARGS, "--assistant", "honest")
+        injected = scored(pytester, *ARGS, "--assistant", "injected")
     assert injected["injection_flags"] and not honest["injection_flags"]
     for name, value in injected["scores"].items():
         if name != "task_completion":

@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 
 from .support.project import latest_results, with_runs
+from .support.watched import run_pytest_watched, watch
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "suites"
+#: one thread a server: beside another xdist worker's tests, two llama.cpp threads on two cores wait for each other
+#: at every step (measured: many times slower); one thread slows only in proportion
+ONE_THREAD = "[local]\nn_threads = 1\n"
 ARGS = ("-p", "no:deepeval", "--profiles", "7", "--domains", "Alarm", "-k", "task-1", "--max-turns", "1", "--turn-level",
         "-W", "ignore::pytest.PytestAssertRewriteWarning", "-o", "asyncio_default_fixture_loop_scope=function")
 
@@ -42,12 +47,12 @@ def _left_running(before: set[str], wait_s: float = 20.0) -> set[str]:
 @pytest.mark.live
 def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
     shutil.copy(SUITES / "test_single_domain.py", pytester.path)
+    pytester.makefile(".toml", personalens=ONE_THREAD)
     before = _servers_running()
-    # the README's command (a): the 135M model's misses are known failures, so the run exits 0 unless it regresses
-    result = pytester.runpytest_subprocess(
-        *ARGS, "--record-mode", "once", "--expectations", str(ROOT / "examples" / "embedded-expectations.yaml"),
-        timeout=900,
-    )
+    # the README's command (a): the 135M model's misses are known failures, so the run exits 0 unless it regresses;
+    # bounded by its progress, not the clock (a busy or slow machine takes longer; a hang fails)
+    result = run_pytest_watched(
+        pytester, *ARGS, "--record-mode", "once", "--expectations", str(ROOT / "examples" / "embedded-expectations.yaml"))
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("xfailed", 0) == 1, result.stdout.str()[-3000:]
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -76,7 +81,7 @@ def test_a_scenario_runs_live_on_the_embedded_model(pytester: pytest.Pytester):
 
     # the recording replays offline: no server is started, and the scores are reproduced
     assert (pytester.path / "cassettes" / "reference" / "user7-SD-Alarm-task-1.json.xz").is_file()
-    replay = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    replay = run_pytest_watched(pytester, *ARGS)
     replay.stdout.fnmatch_lines(["personalens: replaying 1 of 4 selected scenarios offline from *"])
     assert replay.parseoutcomes().get("passed") == 1, replay.stdout.str()[-3000:]
     latest = latest_results(pytester.path)
@@ -90,12 +95,13 @@ def test_calibrate_runs_on_the_embedded_judge(tmp_path):
     """A slice of the calibration set on the embedded judge, end to end: its figures whatever they are."""
     report = tmp_path / "cal.json"
     before = _servers_running()
-    done = subprocess.run(["personalens", "calibrate", "--judge-model", "local", "--slice", "3", "--repeat", "1",
-                           "--no-injection", "--output", str(report)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
-    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    (tmp_path / "personalens.toml").write_text(ONE_THREAD)
+    status, out, err, _ = watch(["personalens", "calibrate", "--judge-model", "local", "--slice", "3", "--repeat", "1",
+                                 "--no-injection", "--output", str(report)], cwd=tmp_path, watched=[tmp_path],
+                                env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert status in (0, 1), out[-2000:] + err[-2000:]
     data = json.loads(report.read_text())
     assert data["judge_model"] == "local" and data["dialogues"] == 3
     assert data["cost"]["calls"] >= 3 and data["cost"]["prompt_tokens"] > 1000
-    assert "judge calibration: local on 3 dialogues of dialogues.jsonl (x1)" in done.stdout
+    assert "judge calibration: local on 3 dialogues of dialogues.jsonl (x1)" in out
     assert not _left_running(before), "the command left its embedded server running"
