@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
 from pathlib import Path
 
@@ -31,30 +29,6 @@ pytest_plugins = ["pytester"]
 def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs under GitHub Actions would append every test run's job summary to the testkit's own CI summary."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests on real embedded model servers (marked ``live``) are one xdist group: under the README's test
-    command (``--dist loadgroup``) one worker runs them one after another while the other runs the rest - instead of
-    a worker waiting minutes for the lock below while its share of the suite waits too (issue 48)."""
-    for item in items:
-        if item.get_closest_marker("live") is not None:
-            item.add_marker(pytest.mark.xdist_group("embedded-model"))
-
-
-@pytest.fixture(autouse=True)
-def _one_embedded_model_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """A test that runs real embedded model servers (marked ``live``) holds a lock that the other xdist workers share
-    (a file beside their temporary folders): two llama.cpp servers on two cores slow each other down manyfold, and a
-    test that checks that no server outlived its run would count the other test's."""
-    if request.node.get_closest_marker("live") is None or "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
-        return
-    # the session's own folder: each worker's temporary folder is popen-gw<N> in it
-    with open(tmp_path_factory.getbasetemp().parent / "embedded-model.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.fixture

@@ -67,10 +67,13 @@ def watch(command: Sequence[str], *, cwd: Path, watched: Sequence[Path], stall_s
     return process.returncode, out.read_text(), err.read_text(), time.monotonic() - started
 
 
-def run_pytest_watched(pytester: pytest.Pytester, *args: str, stall_s: float = STALL_S) -> pytest.RunResult:
-    """``pytester.runpytest_subprocess(*args)`` bounded by its progress (:func:`watch`) instead of a time-out."""
+def run_pytest_watched(pytester: pytest.Pytester, *args: str, stall_s: float = STALL_S,
+                       env: dict[str, str] | None = None) -> pytest.RunResult:
+    """``pytester.runpytest_subprocess(*args)`` bounded by its progress (:func:`watch`) instead of a time-out; ``env``:
+    its environment (this process's by default)."""
     basetemp = pytester.path / f"watched-basetemp-{time.monotonic_ns()}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))}
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
     status, out, err, seconds = watch([sys.executable, "-m", "pytest", f"--basetemp={basetemp}", *args],
                                       cwd=pytester.path, watched=[pytester.path], stall_s=stall_s, env=env)
     return pytest.RunResult(status, out.splitlines(), err.splitlines(), seconds)
