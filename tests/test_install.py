@@ -4,6 +4,7 @@ bot against a loopback model server - the way a team adopts the testkit from its
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -24,10 +25,25 @@ def sh(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout:
     return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Path:
-    """A fresh virtual environment with the testkit's wheel installed: no clone on its path, no editable install."""
-    work = tmp_path_factory.mktemp("install")
+@pytest.fixture(scope="session")
+def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Path:
+    """A fresh virtual environment with the testkit's wheel installed: no clone on its path, no editable install.
+    Built once a test session, whichever xdist workers need it (issue 48: each built its own, half a minute each):
+    the first builds it under a lock in the folder the workers share, the others wait and use it - it is only read."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if hasattr(request.config, "workerinput") else base
+    work = shared / f"installed-wheel-{testrun_uid}"
+    with open(shared / f"installed-wheel-{testrun_uid}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (work / "complete").exists():
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir()
+            _install(work)
+            (work / "complete").write_text("")
+    return work / "venv"
+
+
+def _install(work: Path) -> None:
     source = work / "source"  # a copy: setuptools builds in the tree's build/, which two processes must not share
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
                                                                 ".hypothesis", ".pytest_cache", ".deepeval"))
@@ -38,7 +54,6 @@ def venv(tmp_path_factory) -> Path:
     assert made.returncode == 0, made.stderr[-2000:]
     installed = sh(work / "venv" / "bin" / "python", "-m", "pip", "install", "-q", wheel, cwd=work, timeout=900)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    return work / "venv"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
