@@ -78,10 +78,14 @@ class TranscriptFile:
             except FileNotFoundError:  # no folder yet
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            self._size, self._lines = _ends(self.path)  # a worker restarted by xdist appends after its earlier self
-            if self._size and not _ends_a_line(self.path, self._size):  # cut short by a killed process: never named
-                os.write(fd, b"\n")
-                self._size, self._lines = self._size + 1, self._lines + 1
+            try:
+                self._size, self._lines = _ends(self.path)  # a worker restarted by xdist appends after its earlier self
+                if self._size and not _ends_a_line(self.path, self._size):  # cut short by a killed process: unnamed
+                    os.write(fd, b"\n")
+                    self._size, self._lines = self._size + 1, self._lines + 1
+            except OSError:
+                os.close(fd)  # the next transcript opens it again
+                raise
             self._fd = fd
         return self._fd
 

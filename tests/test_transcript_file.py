@@ -115,3 +115,35 @@ def test_a_transcript_that_does_not_fit_is_cut_back_off_the_file_and_the_next_on
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     assert "refused: cannot write" in done.stdout and done.stdout.rstrip().endswith("ok")
+
+
+TORN_AND_FULL = r'''
+import resource, signal, sys
+from pathlib import Path
+from personalens_testkit.errors import StorageError
+from personalens_testkit.transcript_file import TranscriptFile, read_transcript
+
+path = Path(sys.argv[1])
+path.write_bytes(b"=== user1-SD-Alarm-task-1 (9 lines) ===\nUSER: cut sh")  # a kill cut the last write short
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size, hard))  # not a byte more fits
+book = TranscriptFile(path)
+try:
+    book.append("user1-SD-Alarm-task-2", "USER: hi\n")
+except StorageError as exc:
+    print("refused:", exc)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+place = book.append("user1-SD-Alarm-task-3", "USER: bye\n")
+assert read_transcript(place) == "USER: bye\n", read_transcript(place)
+print("ok")
+'''
+
+
+def test_a_full_disk_while_opening_after_a_cut_transcript_leaves_the_next_one_found_whole(tmp_path):
+    """The newline that closes what a killed process cut short does not fit: that transcript is refused, and the next
+    one (the file opened again) is placed after the newline, found whole."""
+    done = subprocess.run([sys.executable, "-c", TORN_AND_FULL, str(tmp_path / "gw0.txt")], capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "refused: cannot write" in done.stdout and done.stdout.rstrip().endswith("ok")

@@ -72,7 +72,7 @@ class CaseRunner:
     @cached_property
     def transcripts(self) -> TranscriptFile:
         """This process's transcripts file: ``transcripts/<xdist worker>.txt``, or ``main.txt`` without xdist (each
-        process appends to its own: :mod:`~personalens_testkit.transcripts`)."""
+        process appends to its own: :mod:`~personalens_testkit.transcript_file`)."""
         return TranscriptFile(self.run_dir / "transcripts" / f"{re.sub(r'[^A-Za-z0-9_-]', '_', self.process)}.txt")
 
     def evaluate_ahead(self, cases: list[tuple[str, Scenario, int]], upcoming: Callable[[], list[str]] | None = None,
