@@ -27,8 +27,9 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
         "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n"
     )
-    # these tests run live against a fake model server (cassettes are tested in test_replay.py)
-    pytester.makefile(".toml", personalens='record_mode = "all"\n')
+    # these tests run live against a fake model server (cassettes are tested in test_replay.py); a failed call is
+    # retried as always, after hundredths of a second instead of seconds
+    pytester.makefile(".toml", personalens='record_mode = "all"\nretry_initial_s = 0.01\nretry_max_s = 0.05\n')
     return pytester
 
 
