@@ -14,9 +14,12 @@ from typing import Callable, Iterator, Literal, Protocol, get_args
 
 from .errors import PersonalensError
 
-#: the three parts of a dialogue that make calls: the benchmark's user agent and judge, the assistant under test
-CallRole = Literal["user_agent", "assistant", "judge"]
+#: the parts of a run that make calls: the benchmark's user agent and judge, the assistant under test - and, with
+#: ``--review-user``, the reviewer of the user agent's turns (on a model of its own: ``--review-user-model``)
+CallRole = Literal["user_agent", "assistant", "judge", "reviewer"]
 ROLES: tuple[CallRole, ...] = get_args(CallRole)
+#: the roles a run has only when it asks for them: shown in a ledger or an estimate only then
+OPTIONAL_ROLES: frozenset[CallRole] = frozenset({"reviewer"})
 
 
 @dataclass(frozen=True)

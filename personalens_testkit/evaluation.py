@@ -159,12 +159,12 @@ def _analysis(evaluation: Evaluation, name: str, run: Callable[[], T]) -> T | No
         return None
 
 
-def _review(judge: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> None:
+def _review(reviewer: Judge, ctx: ScenarioContext, evaluation: Evaluation) -> None:
     """The review's faults join the checks' (``source`` review), its first error and reason kept beside them. A
     review naming a user turn the dialogue does not have is no review (a ValueError: the analysis's failure)."""
     messages = evaluation.dialogue.messages
     said = [m.content for m in messages if m.role == "user"]
-    review = judge.review_user(ctx, messages, evaluation.dialogue.log)
+    review = reviewer.review_user(ctx, messages, evaluation.dialogue.log)
     wrong = [fault.turn for fault in review.faults if fault.turn >= len(said)]
     if wrong:
         raise ValueError(f"the review names user turn {wrong[0]}; the dialogue has {len(said)} (0 to {len(said) - 1})")
@@ -229,8 +229,8 @@ class Evaluator:
     turn_level: bool = False
     #: also judge whether the opening query leaks the user's preferences
     leak_check: bool = False
-    #: also ask the judge's model to review the user agent's turns (``--review-user``)
-    review_user: bool = False
+    #: also review the user agent's turns, on this judge's model (``--review-user``, ``--review-user-model``)
+    reviewer: Judge | None = None
     #: the share of cases judged a second time to measure the judge's noise (``--judge-retest``)
     retest_share: float = 0.0
     #: how failed calls are retried, and the most seconds one scenario may take (None: no limit)
@@ -276,8 +276,9 @@ class Evaluator:
                         leak = _analysis(evaluation, "leak_check", lambda: self.judge.preference_leak(ctx, messages, log))
                         if leak is not None:
                             evaluation.preference_leak = {"leaked": leak.verdict, "explanation": leak.explanation}
-                    if self.review_user:
-                        _analysis(evaluation, "user_review", lambda: _review(self.judge, ctx, evaluation))
+                    if self.reviewer is not None:
+                        reviewer = self.reviewer
+                        _analysis(evaluation, "user_review", lambda: _review(reviewer, ctx, evaluation))
                     evaluation.scoring_calls = len(log.records)
                     if retest_selected(scenario_id_of(evaluation), self.retest_share):
                         evaluation.retest = _judge_again(self.judge, ctx, evaluation, first)

@@ -208,25 +208,25 @@ def test_a_price_looked_up_again_is_the_same_price():
 SPECS = st.sampled_from(["openai:gpt-4o-mini", "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0", "openai:no-such",
                          "local", "bot (openai:gpt-4o)", ""])
 CALLS = st.lists(st.fixed_dictionaries({
-    "role": st.sampled_from(["user_agent", "assistant", "judge", "other"]), "replayed": st.booleans(),
+    "role": st.sampled_from(["user_agent", "assistant", "judge", "reviewer", "other"]), "replayed": st.booleans(),
     "prompt_tokens": st.none() | st.integers(0, 9000), "completion_tokens": st.none() | st.integers(0, 900),
     "cache_read_tokens": st.none() | st.integers(0, 9000), "cache_write_tokens": st.none() | st.integers(0, 900)}),
     max_size=8)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(SPECS, SPECS, SPECS, CALLS), max_size=5))
+@given(st.lists(st.tuples(SPECS, SPECS, SPECS, SPECS | st.none(), CALLS), max_size=5))
 def test_a_runs_cost_is_each_calls_cost_added_in_order(rows):
     from personalens_testkit.costs.prices import call_cost, reported_spec
     from personalens_testkit.costs.spend import CostTally
 
     prices = PriceTable(shipped_prices())
     tally, known = CostTally(prices), {}
-    for user, bot, judge, calls in rows:
-        row = SimpleNamespace(user_model=user, assistant_model=bot, judge_model=judge,
+    for user, bot, judge, reviewer, calls in rows:
+        row = SimpleNamespace(user_model=user, assistant_model=bot, judge_model=judge, reviewer_model=reviewer,
                               calls=[SimpleNamespace(**call) for call in calls])
         tally.add(row)
-        specs = {"user_agent": user, "assistant": bot, "judge": judge}
+        specs = {"user_agent": user, "assistant": bot, "judge": judge, "reviewer": reviewer}
         for call in calls:  # each call priced afresh, as before the memo
             spec = reported_spec(specs[call["role"]]) if specs.get(call["role"]) else None
             price = prices.lookup(spec) if spec else None

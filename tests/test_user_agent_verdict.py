@@ -209,7 +209,7 @@ def test_a_review_answer_that_is_not_one_clear_review_is_the_reviews_failure_nev
         assert not [f for f in row["user_faults"] if f["source"] == "review"]
 
 
-def test_the_review_is_priced_in_the_estimate_one_judge_call_a_dialogue():
+def test_the_review_is_priced_in_the_estimate_one_reviewer_call_a_dialogue():
     from personalens_testkit.assistants.base import ContextSwitches
     from personalens_testkit.costs.shape import LENGTHS, calls_of
     from personalens_testkit.data.loader import open_dataset
@@ -220,8 +220,8 @@ def test_the_review_is_priced_in_the_estimate_one_judge_call_a_dialogue():
                        leak_check=False, retest_share=0.0, context=ContextSwitches(), variant="claude",
                        review_user=review)
               for review in (False, True)]
-    assert shapes[1]["judge"][0] == shapes[0]["judge"][0] + 1
-    assert shapes[1]["judge"][1] > shapes[0]["judge"][1] and shapes[1]["user_agent"] == shapes[0]["user_agent"]
+    assert "reviewer" not in shapes[0] and shapes[1]["reviewer"][0] == 1 and shapes[1]["reviewer"][1] > 0
+    assert {role: shape for role, shape in shapes[1].items() if role != "reviewer"} == shapes[0]
 
 
 def test_the_estimates_stand_in_answers_every_judge_schema_with_an_answer_that_reads():
@@ -232,3 +232,90 @@ def test_the_estimates_stand_in_answers_every_judge_schema_with_an_answer_that_r
 
     for model, schema in SCHEMAS.items():
         parse_answer(_judge_answer(schema, 40), model, model.__name__)
+
+
+def test_the_review_runs_on_its_own_model_recorded_and_replayed_like_every_role(suite):  # noqa: F811
+    """--review-user-model: the review's calls go to that model under their own role (reviewer), each row's run names
+    it, the ledger counts its calls apart from the judge's, and a replay plays them back offline."""
+    with FakeLLM(Script(terminate_after=2, review_faults=[REVIEW_FAULT], review_first_error="user")) as fake:
+        run_suite(suite, fake, "--profiles", "7", "--domains", "Alarm", "--review-user", "--review-user-model",
+                  "openai:fake-reviewer").assert_outcomes(skipped=4, deselected=1)
+        reviews = [r for r in fake.requests if "faults" in json.dumps(r.get("response_format") or {})]
+        judged = [r for r in fake.requests if "response_format" in r and r not in reviews]
+    assert len(reviews) == 4 and {r["model"] for r in reviews} == {"fake-reviewer"}
+    assert judged and {r["model"] for r in judged} == {"fake-judge"}
+    recorded = max(suite.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.stat().st_mtime)
+    from .support.project import read_rows
+
+    found = read_rows(recorded)
+    assert {r["reviewer_model"] for r in found} == {"openai:fake-reviewer"}
+    assert all([c["role"] for c in r["calls"] if c["label"] == "user review"] == ["reviewer"] for r in found)
+    assert all(c["role"] == "judge" for r in found for c in r["calls"] if c["label"] != "user review"
+               and c["role"] not in ("user_agent", "assistant"))
+    report = json.loads((recorded.parent / "report.json").read_text())
+    assert report["ledger"]["total"]["reviewer"]["calls"] == 4 and report["ledger"]["total"]["judge"]["calls"] == 24
+    assert report["cost"]["roles"]["reviewer"]["model"] == "openai:fake-reviewer"
+    # offline: the review answers from the cassettes (a dead endpoint), the same faults
+    with FakeLLM(Script(terminate_after=2)) as dead:
+        suite._monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # noqa: SLF001 - pytester's own
+        replay = suite.runpytest("-p", "no:deepeval", "--user-model", "openai:fake-user", "--judge-model",
+                                 "openai:fake-judge", "--assistant-model", "openai:fake-bot", "--profiles", "7",
+                                 "--domains", "Alarm", "--review-user", "--review-user-model", "openai:fake-reviewer",
+                                 "--record-mode", "none")
+        assert dead.requests == []
+    replay.assert_outcomes(skipped=4, deselected=1)
+    again = read_rows(max(suite.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.stat().st_mtime))
+    assert [r["user_faults"] for r in again] == [r["user_faults"] for r in found]
+    assert all(c["replayed"] for r in again for c in r["calls"] if c["role"] == "reviewer")
+
+
+def test_the_estimate_prices_the_review_at_its_own_models_price():
+    from personalens_testkit.costs.estimate import Options, estimate
+    from personalens_testkit.costs.prices import PriceTable, shipped_prices
+    from personalens_testkit.data.loader import open_dataset
+
+    dataset = open_dataset(None)
+    cases = [(scenario, 1) for scenario in dataset.scenarios_for(7)[:3]]
+    prices = PriceTable(shipped_prices())
+    models = {"user_agent": "openai:gpt-4o-mini", "assistant": "openai:gpt-4o-mini", "judge": "openai:gpt-4o-mini"}
+    found = {}
+    for reviewer in ("openai:gpt-4o-mini", "openai:gpt-4o"):
+        run = estimate(dataset, cases, Options(record_mode="all", review_user=True,
+                                               models={**models, "reviewer": reviewer}), prices)
+        found[reviewer] = {role.role: role for role in run.roles}
+    cheap, dear = found["openai:gpt-4o-mini"]["reviewer"], found["openai:gpt-4o"]["reviewer"]
+    assert cheap.model == "openai:gpt-4o-mini" and dear.model == "openai:gpt-4o"
+    assert cheap.calls[1] == 3 + 1  # one a case, and the preflight's one call to the model
+    assert cheap.prompt_tokens == dear.prompt_tokens and dear.cost[1] > cheap.cost[1] > 0
+    assert found["openai:gpt-4o"]["judge"].cost == found["openai:gpt-4o-mini"]["judge"].cost
+    without = estimate(dataset, cases, Options(record_mode="all", models=models), prices)
+    assert "reviewer" not in {role.role for role in without.roles}
+
+
+@pytest.mark.parametrize("judge, reviewer, shares", [
+    ("local", None, True),  # unset: the judge's model, the judge's server
+    ("local", "local", True),
+    ("local", "local:other.gguf", False),
+    ("openai:fake-judge", "local", False),
+    ("openai:fake-judge", None, None),  # unset: the judge's model, not embedded - no server at all
+])
+def test_a_review_on_the_judges_embedded_model_asks_the_judges_server(tmp_path, judge, reviewer, shares):
+    """One embedded server less: the reviewer shares the judge's server when both run the same model (never
+    otherwise), and its spec unset is the judge's."""
+    from personalens_testkit.llm.local_settings import LocalServerSettings
+    from personalens_testkit.run.models import ModelPool, server_role
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    options = {"judge_model": judge, "review_user": True, **({"review_user_model": reviewer} if reviewer else {})}
+    settings = resolve_settings(options, tmp_path, {})
+    assert settings.review_user_model == (reviewer or judge)
+    local = settings.role_models["reviewer"].local(settings.local)
+    pool = ModelPool(settings, tmp_path, live_roles=frozenset({"judge", "reviewer", "user_agent"}), is_controller=True)
+    roles = [role for role, _ in pool._local_servers()]  # noqa: SLF001 - the servers the controller would launch
+    assert roles.count("judge") == (judge == "local")
+    if shares is None:
+        assert local is None and "reviewer" not in roles
+        return
+    assert isinstance(local, LocalServerSettings)
+    assert (server_role(settings, "reviewer", local) == "judge") is shares
+    assert ("reviewer" in roles) is not shares

@@ -189,13 +189,14 @@ class Judge:
     def review_user(self, ctx: ScenarioContext, messages: Sequence[Message], log: CallLog) -> UserReviewAnswer:
         """A review of the user agent's turns (``--review-user``): its faults against the profile it was given (its
         demographics, the task's preferences and past interactions, its situation), its task and the protocol, each
-        with its direction, and the side that made the first critical error."""
+        with its direction, and the side that made the first critical error. A call of the reviewer's role (its model:
+        ``--review-user-model``), asked through the judge's answer grammar."""
         conversation = judged_conversation(messages)
         profile = (f"Demographics:\n{demographics_block(ctx)}\n\nPreferences:\n{preferences_block(ctx)}\n\n"
                    f"Past interactions:\n{interactions_block(ctx.interactions)}\n\nSituation:\n{situation_block(ctx)}")
         prompt = fill("judge_user_review", profile=profile, intent=ctx.intent)
         request = judge_request(conversation, prompt, SCHEMAS[UserReviewAnswer], "user_review")
-        response = log.chat(self.model, request, role="judge", label="user review", turn=0)
+        response = log.chat(self.model, request, role="reviewer", label="user review", turn=0)
         return parse_answer(response.text, UserReviewAnswer, "user_review")
 
     def _ask(self, messages: Sequence[Message], metric: Metric, answer: type[A], rubric: str, log: CallLog, *,

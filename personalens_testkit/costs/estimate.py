@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pydantic import BaseModel
 
 from ..assistants.base import ContextSwitches
-from ..callsite import ROLES
+from ..callsite import OPTIONAL_ROLES, ROLES
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..results.rows import ResultRow
@@ -148,8 +148,8 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
             per = shapes[scenario.kind.value]
             unmeasured.append((scenario, repeat))
         for role, levels in per.items():
-            if options.rejudge and options.record_mode == "none" and role != "judge":
-                continue  # a rejudged replay: only the judge is called
+            if options.rejudge and options.record_mode == "none" and role not in ("judge", "reviewer"):
+                continue  # a rejudged replay: only the judge (and the review) is called
             for i, (level, live) in enumerate(zip(levels, (low, True if low or high else False, high))):
                 if live:
                     for j, value in enumerate(level):
@@ -161,7 +161,8 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
                     if live:
                         level = totals[role][i]
                         level[0], level[1], level[2] = level[0] + 1, level[1] + PING_TOKENS, level[2] + 1
-    roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES]
+    roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES
+             if role not in OPTIONAL_ROLES or options.review_user]
     known = tuple(sum((r.cost or (0.0, 0.0, 0.0))[i] for r in roles) for i in range(3))
     # a bot's own calls are its business: never counted, so never what makes the total unknown
     unknown = any(r.cost is None and r.calls[2] > 0 for r in roles if not (r.role == "assistant" and options.bot))

@@ -138,7 +138,8 @@ def calls_of(dataset: Dataset, scenario: Scenario, length: Length, *, bot: bool,
                                                                                           variant=variant)
     evaluator = Evaluator(dataset=dataset, user_agent=UserAgent(model), assistant=assistant,
                           judge=Judge(model, turn_method=turn_method), max_turns=max_turns, turn_level=turn_level,
-                          leak_check=leak_check, review_user=review_user, retest_share=retest_share)
+                          leak_check=leak_check, reviewer=Judge(model) if review_user else None,
+                          retest_share=retest_share)
     evaluation = evaluator.evaluate(scenario, repeat=repeat)
     if evaluation.error is not None:  # a stand-in that the code refused: a bug of this module, said plainly
         raise RuntimeError(f"estimating {scenario.scenario_id}: {evaluation.error.describe()}")

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel
 
-from ..callsite import ROLES
+from ..callsite import OPTIONAL_ROLES, ROLES
 # call_cost and format_cost live beside the prices (the estimate uses them too); they are named here as well
 from .prices import Price, PriceTable, call_cost, config_key, format_cost, provider_counts_cached_in_prompt, reported_spec
 
@@ -152,7 +152,7 @@ class CostTally:
         prices, tallies = self.prices, self.tallies
         # a spec that is empty (an older row) names no model, as a bot's None does
         specs = {"user_agent": row.user_model or None, "assistant": row.assistant_model or None,
-                 "judge": row.judge_model or None}
+                 "judge": row.judge_model or None, "reviewer": row.reviewer_model or None}
         specs = {role: reported_spec(spec) if spec else None for role, spec in specs.items()}
         for role, spec in specs.items():
             tallies[role].note(spec, prices)
@@ -169,7 +169,8 @@ class CostTally:
         return found
 
     def result(self) -> CostLedger:
-        roles = {role: tally.result(role, self.prices) for role, tally in self.tallies.items()}
+        roles = {role: tally.result(role, self.prices) for role, tally in self.tallies.items()
+                 if role not in OPTIONAL_ROLES or tally.calls[True] + tally.calls[False]}
         spent = [cost.spent for cost in roles.values()]
         replayed = [cost.replayed_value for cost in roles.values()]
         return CostLedger(

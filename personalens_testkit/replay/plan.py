@@ -71,7 +71,7 @@ class ReplayPlan:
         if self.record_mode == "none":
             return frozenset()
         if self.rejudge:
-            return frozenset({"judge"})
+            return frozenset({"judge", "reviewer"})  # what judges the replayed dialogues: the judge (and the review)
         if self.record_mode == "once" and all(self.has_cassette(s, r) for s, r in self.all_cases):
             return frozenset()
         return frozenset(ROLES)

@@ -10,7 +10,7 @@ from typing import IO, Any, Iterable, Iterator
 
 from pydantic import BaseModel, PrivateAttr
 
-from ..callsite import ROLES
+from ..callsite import OPTIONAL_ROLES, ROLES
 from ..results.rows import ResultRow
 
 COUNTED = ("calls", "replayed", "retries", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -51,7 +51,7 @@ _read = attrgetter(*_FIELDS)
 def role_ledger(calls: Iterable[Any], book: dict[str, RoleLedger] | None = None) -> dict[str, RoleLedger]:
     """Calls and tokens per role of some calls (CallRow objects, or their JSON objects as a results line holds
     them), added to ``book``: every role of ours, then any other in the order it first called."""
-    book = book if book is not None else {role: dict.fromkeys(COUNTED, 0) for role in ROLES}
+    book = book if book is not None else {role: dict.fromkeys(COUNTED, 0) for role in ROLES if role not in OPTIONAL_ROLES}
     for call in calls:
         role, replayed, attempts, prompt, completion, cache_read, cache_write = (
             tuple(map(call.get, _FIELDS)) if isinstance(call, dict) else _read(call))

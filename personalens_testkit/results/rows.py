@@ -46,6 +46,8 @@ class RunInfo(_Part):
     assistant_prompt: Optional[str] = None
     user_model: str = ""
     judge_model: str = ""
+    #: the model of the review of the user agent's turns (``--review-user``; None: no review)
+    reviewer_model: Optional[str] = None
     record_mode: Optional[str] = None
     #: what produced the rows (None: not known, as for `personalens judge`'s rows, or rows of older versions)
     identity: Optional[RunIdentity] = None
@@ -309,6 +311,10 @@ class ResultRow(ReadsScores, _Part):
     @property
     def judge_model(self) -> str:
         return self.run.judge_model if self.run else ""
+
+    @property
+    def reviewer_model(self) -> Optional[str]:
+        return self.run.reviewer_model if self.run else None
 
     @property
     def record_mode(self) -> Optional[str]:

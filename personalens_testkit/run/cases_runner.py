@@ -64,7 +64,8 @@ class CaseRunner:
             user_agent=UserAgent(models.chat(s.user_model, "user_agent"), reply_cut=s.reply_cut),
             judge=Judge(models.chat(s.judge_model, "judge"), parallel=models.judge_parallel(),
                         turn_method=s.turn_level_method),
-            max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check, review_user=s.review_user,
+            max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
+            reviewer=Judge(models.chat(s.review_user_model, "reviewer")) if s.review_user else None,
             retest_share=s.judge_retest,
             retry=s.retry, time_limit_s=s.scenario_timeout_s,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..callsite import ROLES
 from ..costs.estimate import Options, RunEstimate, estimate
 from ..costs.prices import load_prices
 from ..data.loader import Dataset
@@ -28,7 +29,7 @@ def run_estimate(settings: RunSettings, dataset: Dataset, cases: Sequence[tuple[
         turn_level=settings.turn_level, turn_method=settings.turn_level_method, leak_check=settings.leak_check,
         review_user=settings.review_user,
         retest_share=settings.judge_retest, context=assistant.context, variant=variant,
-        models={role: roles[role].spec if role in roles else None for role in ("user_agent", "assistant", "judge")},
+        models={role: roles[role].spec if role in roles else None for role in ROLES},
     )
     recorded = load_recorded(assistant_dir(settings.cassette_dir, settings.assistant) / RESULTS_NAME)
 

@@ -66,7 +66,7 @@ def finish_run(settings: RunSettings, results: Path, run_dir: Path, thresholds: 
     prices = load_prices(settings.prices)
     source = RowSource(results, written=written)
     billed = [SimpleNamespace(user_model=run.get("user_model"), assistant_model=run.get("assistant_model"),
-                              judge_model=run.get("judge_model"), calls=[CallRow(**call.as_dict()) for call in preflight])
+                              judge_model=run.get("judge_model"), reviewer_model=run.get("reviewer_model"), calls=[CallRow(**call.as_dict()) for call in preflight])
               ] if preflight else []
     rows, tallied = tally_rows(source, prices, billed=billed)
     comparison = base_rows = None

@@ -45,7 +45,8 @@ def identity_lines(run: Run) -> list[str]:
         parts.append(f"prompt {assistant.prompt_variant}")
     lines = [f"data {s.data_path or 'bundled 50-profile sample'}; assistant {s.assistant} ({', '.join(parts)}); "
              f"user agent {s.user_model}; judge {s.judge_model}"
-             + (f"; turn-level {s.turn_level_method}" if s.turn_level else "")]
+             + (f"; turn-level {s.turn_level_method}" if s.turn_level else "")
+             + (f"; the user agent reviewed by {s.review_user_model}" if s.review_user else "")]
     if s.preset:
         lines.append(f"preset {s.preset}: user agent {describe(s.user_model, s.models)}, judge "
                      f"{describe(s.judge_model, s.models)}, reference assistant {describe(s.assistant_model, s.models)}"

@@ -48,12 +48,14 @@ class ModelPool:
 
     # -- embedded servers -------------------------------------------------------------------
     def _local_servers(self) -> list[tuple[str, LocalServerSettings]]:
-        """(role, settings) of every live embedded server this run's model specs need."""
+        """(role, settings) of every live embedded server this run's model specs need (a review on the judge's own
+        embedded model asks the judge's server)."""
         s = self.settings
         found = []
         for role, model in s.role_models.items():
             local = model.local(s.local)
-            if local is not None and role in self.live_roles and not (s.local_url and local.model_path is None):
+            if local is not None and role in self.live_roles and not (s.local_url and local.model_path is None) \
+                    and server_role(s, role, local) == role:
                 found.append((role, local))
         return found
 
@@ -75,6 +77,7 @@ class ModelPool:
             return REPLAY_ONLY_URL
         if self.settings.local_url and local.model_path is None:
             return self._healthy_url(self.settings.local_url.rstrip("/"), 10.0, role)
+        role = server_role(self.settings, role, local)
         key = server_key(local, role)
         if key not in self._handles:
             if not self.is_controller:
@@ -180,3 +183,12 @@ class ModelPool:
         self._closing.clear()
         if self._servers is not None:
             self._servers.stop_all()
+
+
+def server_role(settings: RunSettings, role: str, local: LocalServerSettings) -> str:
+    """The role whose embedded server answers ``role``'s calls: the reviewer shares the judge's when both run the same
+    model (one server less; the two never call at once: a review follows its dialogue's judging)."""
+    judge = settings.role_models.get("judge")
+    if role == "reviewer" and judge is not None and judge.local(settings.local) == local:
+        return "judge"
+    return role

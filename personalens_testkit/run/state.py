@@ -208,6 +208,7 @@ class Run:
             assistant_context=self.assistant.context.label, assistant_model=self.assistant.model,
             assistant_prompt=self.assistant.prompt_variant,
             user_model=s.role_models["user_agent"].label, judge_model=s.role_models["judge"].label,
+            reviewer_model=s.role_models["reviewer"].label if "reviewer" in s.role_models else None,
             record_mode=s.record_mode + (" (re-judging)" if s.rejudge else ""), identity=self.cases.identity,
         )
 

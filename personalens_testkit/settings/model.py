@@ -54,6 +54,8 @@ class RunSettings:
     reply_cut: str = "speaker"
     leak_check: bool = False
     review_user: bool = False
+    #: the review's model (``--review-user-model``; unset: the judge's)
+    review_user_model: str = "local"
     #: report files by their format's setting (report/outputs.FORMATS: json_report, ...; None or absent: the file of
     #: its format in the run folder)
     report_paths: Mapping[str, Optional[Path]] = field(default_factory=dict)
@@ -107,8 +109,11 @@ class RunSettings:
     resolved: Mapping[str, Any] = field(default_factory=dict)
 
     def model_specs(self) -> dict[str, str]:
-        """The model (a spec or a [models] name) of each role that runs on a chat model of ours."""
+        """The model (a spec or a [models] name) of each role that runs on a chat model of ours (the reviewer's only
+        when the run reviews the user agent)."""
         specs = {"user_agent": self.user_model, "judge": self.judge_model}
+        if self.review_user:
+            specs["reviewer"] = self.review_user_model
         entry = self.assistants.entries.get(self.assistant)
         if entry is None:
             specs["assistant"] = self.assistant_model

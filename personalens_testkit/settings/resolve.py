@@ -90,7 +90,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         assistant_context=ContextSwitches.parse(values["assistant_context"] or "none"),
         assistant_prompt=_choice(values, "assistant_prompt"),
         preset=values.preset_name,
-        user_model=specs["user_model"], judge_model=specs["judge_model"],
+        user_model=specs["user_model"], judge_model=specs["judge_model"], review_user_model=specs["review_user_model"],
         thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
         expectations=values.path("expectations"),  # a run checks it exists; `expectations update` may create it
         cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
@@ -132,8 +132,9 @@ def _selection(values: _Values) -> Selection:
 def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCatalogue) -> dict[str, str]:
     specs = {}
     for role in MODEL_SETTING.values():
+        given = values[role] or (values["judge_model"] if role == "review_user_model" else None) or "local"
         try:
-            specs[role] = check_spec(values[role] or "local", config.models)
+            specs[role] = check_spec(given, config.models)
         except UsageError as exc:
             raise UsageError(f"{SETTING[role].option}: {exc}") from None
     for name, entry in config.assistants.items():

@@ -150,8 +150,9 @@ DEFAULT_STOP_AFTER_ERRORS = 5
 #: answering in a slow 10 s: an hour is over 5 times that, and still ends a stuck case within a CI job's hour.
 DEFAULT_SCENARIO_TIMEOUT_S = 3600.0
 
-#: the setting that names each role's model
-MODEL_SETTING = {"user_agent": "user_model", "judge": "judge_model", "assistant": "assistant_model"}
+#: the setting that names each role's model (the reviewer's, unset: the judge's)
+MODEL_SETTING = {"user_agent": "user_model", "judge": "judge_model", "assistant": "assistant_model",
+                 "reviewer": "review_user_model"}
 
 SETTINGS: tuple[Setting, ...] = (
     # what runs
@@ -222,9 +223,11 @@ SETTINGS: tuple[Setting, ...] = (
             "the paper's code keeps them; --preset paper)", choices=REPLY_CUTS, default="speaker"),
     Setting("leak_check", "also judge whether the user agent's opening states preferences it should leave implicit",
             "flag", config=False),
-    Setting("review_user", "also ask the judge's model to review the user agent's turns against its profile, task "
-            "and the protocol: each fault with its turn and whether it hindered or helped the bot (one more judge call "
-            "a dialogue)", "flag", config=False),
+    Setting("review_user", "also have a model review the user agent's turns against its profile, task and the "
+            "protocol: each fault with its turn and whether it hindered or helped the bot (one more call a dialogue, "
+            "on --review-user-model)", "flag", config=False),
+    Setting("review_user_model", "the model of --review-user's review: local, local:FILE.gguf, openai:MODEL, "
+            "bedrock:MODEL_ID, or a [models] name; default: the judge's model", metavar="SPEC"),
     *(Setting(form.setting, f"{form.what} (default: <run folder>/{form.default_name}) {form.also}".strip(), "path",
               metavar="PATH", config=False) for form in FORMATS),
     Setting("baseline", "an earlier run's report.json or results.jsonl: fail if a score drops significantly on the "
