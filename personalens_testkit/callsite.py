@@ -20,6 +20,8 @@ CallRole = Literal["user_agent", "assistant", "judge", "reviewer"]
 ROLES: tuple[CallRole, ...] = get_args(CallRole)
 #: the roles a run has only when it asks for them: shown in a ledger or an estimate only then
 OPTIONAL_ROLES: frozenset[CallRole] = frozenset({"reviewer"})
+#: the roles that judge a finished dialogue: the ones called again when a recording is re-judged (``--rejudge``)
+JUDGING_ROLES: frozenset[CallRole] = frozenset({"judge", "reviewer"})
 
 
 @dataclass(frozen=True)

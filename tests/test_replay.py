@@ -165,6 +165,25 @@ def test_rejudge_scores_recorded_dialogues_with_another_judge(project):
     assert [r["scores"] for r in last_rows(project)] == [r["scores"] for r in rows]
 
 
+def test_rejudging_a_reviewed_recording_asks_the_review_again_with_the_judge(project):
+    """--rejudge calls what judges a finished dialogue: the judge, and the review of the user agent (its own role);
+    the dialogue itself replays."""
+    with FakeLLM(Script(terminate_after=1)) as fake:
+        run(project, fake.url, *ALARM, "--record-mode", "once").assert_outcomes(passed=4, deselected=1)
+    with FakeLLM(Script(terminate_after=1)) as judge:
+        result = run(project, judge.url, *ALARM, "--rejudge", "--record-mode", "once", "--judge-model",
+                     "openai:new-judge", "--review-user", "--review-user-model", "openai:new-reviewer")
+        reviews = [body for body in judge.requests if "faults" in json.dumps(body.get("response_format") or {})]
+    result.assert_outcomes(passed=4, deselected=1)
+    assert len(reviews) == 4 and {body["model"] for body in reviews} == {"new-reviewer"}
+    assert len(judge.requests) == 4 * 6 + 4  # no user agent's or assistant's call: the dialogues replayed
+    rows = last_rows(project)
+    assert all([c["role"] for c in row["calls"] if not c["replayed"]].count("reviewer") == 1 for row in rows)
+    # a live role of the re-judging: its model checked and pinged before any case (the preflight's one call)
+    report = json.loads((latest_results(project.path).parent / "report.json").read_text())
+    assert report["cost"]["roles"]["reviewer"]["live_calls"] == 4 + 1
+
+
 BOT = '''
 import os, pathlib
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pydantic import BaseModel
 
 from ..assistants.base import ContextSwitches
-from ..callsite import OPTIONAL_ROLES, ROLES
+from ..callsite import JUDGING_ROLES, OPTIONAL_ROLES, ROLES
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..results.rows import ResultRow
@@ -148,7 +148,7 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
             per = shapes[scenario.kind.value]
             unmeasured.append((scenario, repeat))
         for role, levels in per.items():
-            if options.rejudge and options.record_mode == "none" and role not in ("judge", "reviewer"):
+            if options.rejudge and options.record_mode == "none" and role not in JUDGING_ROLES:
                 continue  # a rejudged replay: only the judge (and the review) is called
             for i, (level, live) in enumerate(zip(levels, (low, True if low or high else False, high))):
                 if live:

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..callsite import ROLES
+from ..callsite import JUDGING_ROLES, ROLES
 from ..data.models import Scenario, case_id
 from ..errors import UsageError
 from .cassettes import Cassettes, CassetteSettings
@@ -71,7 +71,7 @@ class ReplayPlan:
         if self.record_mode == "none":
             return frozenset()
         if self.rejudge:
-            return frozenset({"judge", "reviewer"})  # what judges the replayed dialogues: the judge (and the review)
+            return JUDGING_ROLES
         if self.record_mode == "once" and all(self.has_cassette(s, r) for s, r in self.all_cases):
             return frozenset()
         return frozenset(ROLES)
