@@ -161,8 +161,8 @@ def estimate(dataset: Dataset, cases: Sequence[tuple[Scenario, int]], options: O
                     if live:
                         level = totals[role][i]
                         level[0], level[1], level[2] = level[0] + 1, level[1] + PING_TOKENS, level[2] + 1
-    roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES
-             if role not in OPTIONAL_ROLES or options.review_user]
+    roles = [_role(role, totals.get(role, _zero()), options, prices) for role in ROLES  # an optional role: if it calls
+             if role not in OPTIONAL_ROLES or options.models.get(role) or totals.get(role, _zero())[2][0] > 0]
     known = tuple(sum((r.cost or (0.0, 0.0, 0.0))[i] for r in roles) for i in range(3))
     # a bot's own calls are its business: never counted, so never what makes the total unknown
     unknown = any(r.cost is None and r.calls[2] > 0 for r in roles if not (r.role == "assistant" and options.bot))
