@@ -132,9 +132,11 @@ def _selection(values: _Values) -> Selection:
 def _model_specs(values: _Values, config: ProjectConfig, catalogue: AssistantCatalogue) -> dict[str, str]:
     specs = {}
     for role in MODEL_SETTING.values():
-        given = values[role] or (values["judge_model"] if role == "review_user_model" else None) or "local"
+        if role == "review_user_model" and not values[role]:  # unset: the judge's, checked already
+            specs[role] = specs["judge_model"]
+            continue
         try:
-            specs[role] = check_spec(given, config.models)
+            specs[role] = check_spec(values[role] or "local", config.models)
         except UsageError as exc:
             raise UsageError(f"{SETTING[role].option}: {exc}") from None
     for name, entry in config.assistants.items():
