@@ -104,6 +104,9 @@ class Evaluation:
     user_faults: list[dict[str, object]] = field(default_factory=list)
     #: with ``--review-user``: which side made the first critical error, and the review's reason
     user_review: dict[str, str] | None = None
+    #: ``--rerun-user-faults``: why the first dialogue was not kept (``why``) and what it was (``first``: its turns,
+    #: end, faults, transcript and how many of the log's calls it made), or why it was not run again (``refused``)
+    rerun: dict[str, object] | None = None
     error: ErrorInfo | None = None
     #: where its transcript was kept (None: not written, or not yet)
     transcript_at: TranscriptAt | None = None
@@ -204,6 +207,8 @@ class ScenarioCassette(Protocol):
     def __enter__(self) -> object: ...
     def __exit__(self, *exc: object) -> None: ...
     def phase(self, name: str) -> ContextManager[None]: ...
+    def dialogues(self) -> int | None: ...
+    def record_dialogues(self, count: int) -> None: ...
 
 
 class _NoCassette:
@@ -215,6 +220,38 @@ class _NoCassette:
 
     def phase(self, name: str) -> ContextManager[None]:
         return contextlib.nullcontext()
+
+    def dialogues(self) -> int | None:
+        return None
+
+    def record_dialogues(self, count: int) -> None:
+        return None
+
+
+class RerunPolicy(Protocol):
+    """``--rerun-user-faults`` (:mod:`~personalens_testkit.run.rerun`): whether the run asks for it, why a dialogue is
+    run again (its user agent spoiled it; None: kept), and why it may not be now (None: it may)."""
+
+    asked: bool
+
+    def why(self, evaluation: Evaluation) -> str | None: ...
+    def refused(self, evaluation: Evaluation) -> str | None: ...
+
+
+def _run_again(policy: RerunPolicy | None, evaluation: Evaluation, cassette: ScenarioCassette) -> bool:
+    """Whether the dialogue just run is run again, noted on the evaluation: a replayed dialogue as its recording was
+    (``cassette.dialogues()``), a live one when the run asks, its user agent spoiled it and it may be run again."""
+    why = policy.why(evaluation) if policy is not None else None
+    recorded = cassette.dialogues()
+    if recorded is not None:  # replayed: what the recording did, whatever the run asks (the same dialogue is judged)
+        if recorded > 1:
+            evaluation.rerun = {"why": why or "as recorded"}
+        return recorded > 1
+    if policy is None or not policy.asked or why is None:
+        return False
+    refused = policy.refused(evaluation)
+    evaluation.rerun = {"why": why} if refused is None else {"why": why, "refused": refused}
+    return refused is None
 
 
 @dataclass
@@ -236,6 +273,9 @@ class Evaluator:
     #: how failed calls are retried, and the most seconds one scenario may take (None: no limit)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     time_limit_s: float | None = None
+    #: ``--rerun-user-faults``: a dialogue its user agent spoiled run again once (None: never; a replay follows its
+    #: recording all the same)
+    rerun: RerunPolicy | None = None
 
     def evaluate(self, scenario: Scenario, cassette: ScenarioCassette | None = None, *, repeat: int = 1) -> Evaluation:
         """Run and judge one scenario; with a ``cassette``, its calls are recorded or replayed there.
@@ -259,9 +299,11 @@ class Evaluator:
                 with cassette.phase("dialogue"):
                     run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant,
                                  max_turns=evaluation.max_turns)
-                evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
-                evaluation.user_faults = [f.as_dict() for f in find_user_faults(
-                    dialogue_facts(ctx, evaluation.dialogue, self.user_agent.prompt_prefix(ctx)))]
+                    self._check(evaluation, ctx)
+                    if _run_again(self.rerun, evaluation, cassette):
+                        phase = "the dialogue, run again"
+                        self._again(evaluation, ctx)
+                    cassette.record_dialogues(2 if evaluation.rerun and "first" in evaluation.rerun else 1)
                 phase = "judging"
                 logger.info("%s: judging %d turns", scenario.scenario_id, evaluation.dialogue.turns)
                 with cassette.phase("judging"):  # one phase: a re-judging cassette is loaded once, for both judgements
@@ -291,3 +333,25 @@ class Evaluator:
             evaluation.seconds = round(time.perf_counter() - started, 3)
             evaluation.finished_at = _now()
         return evaluation
+
+    def _check(self, evaluation: Evaluation, ctx: ScenarioContext) -> None:
+        """The checks that cost nothing: text addressed to the judge, the user agent's own faults."""
+        evaluation.injection_flags = [f.as_dict() for f in find_injections(evaluation.dialogue.messages)]
+        evaluation.user_faults = [f.as_dict() for f in find_user_faults(
+            dialogue_facts(ctx, evaluation.dialogue, self.user_agent.prompt_prefix(ctx)))]
+
+    def _again(self, evaluation: Evaluation, ctx: ScenarioContext) -> None:
+        """The dialogue run again, from the start, with its own time limit: the first is kept on the evaluation
+        (``rerun.first``; its calls stay in the log, the first ``calls`` of them), the second is checked and judged."""
+        first, rerun = evaluation.dialogue, evaluation.rerun
+        assert rerun is not None
+        rerun["first"] = {
+            "turns": first.turns, "termination": first.termination.value if first.termination else None,
+            "user_faults": evaluation.user_faults, "transcript": first.transcript(), "calls": len(first.log.records),
+        }
+        log = first.log
+        log.deadline = None if self.time_limit_s is None else time.monotonic() + self.time_limit_s
+        evaluation.dialogue = Dialogue(log=log)
+        evaluation.injection_flags, evaluation.user_faults = [], []
+        run_dialogue(evaluation.dialogue, ctx, self.user_agent, self.assistant, max_turns=evaluation.max_turns)
+        self._check(evaluation, ctx)

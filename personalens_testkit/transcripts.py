@@ -29,7 +29,22 @@ def format_transcript(evaluation: Evaluation) -> str:
     if evaluation.error is not None:
         lines.append("## Error")
         lines.append(evaluation.error.describe())
+    lines += _first_dialogue(evaluation.rerun)
     return "\n".join(lines) + "\n"
+
+
+def _first_dialogue(rerun: dict[str, object] | None) -> list[str]:
+    """``--rerun-user-faults``: the dialogue run again, not judged, and why; or why it was not run again."""
+    if rerun is None:
+        return []
+    first = rerun.get("first")
+    if not isinstance(first, dict):
+        return ["## User agent", f"{rerun['why']}; {rerun.get('refused') or 'kept as recorded'}"]
+    lines = ["## First dialogue (run again, not judged)", f"why: {rerun['why']}",
+             f"turns: {first['turns']}; ended by: {first['termination'] or 'not finished'}", ""]
+    for message in first["transcript"]:
+        lines += [f"{str(message['role']).upper()}: {message['content']}", ""]
+    return lines
 
 
 def describe_shortfalls(evaluation: Evaluation, found: Sequence[Any], transcript_path: object) -> str:

@@ -243,6 +243,8 @@ def test_the_review_runs_on_its_own_model_recorded_and_replayed_like_every_role(
         reviews = [r for r in fake.requests if "faults" in json.dumps(r.get("response_format") or {})]
         judged = [r for r in fake.requests if "response_format" in r and r not in reviews]
     assert len(reviews) == 4 and {r["model"] for r in reviews} == {"fake-reviewer"}
+    fault = reviews[0]["response_format"]["json_schema"]["schema"]["properties"]["faults"]
+    assert fault["items"]["properties"]["turn"]["enum"] == [0, 1, 2]  # the dialogue's three user turns
     assert judged and {r["model"] for r in judged} == {"fake-judge"}
     recorded = max(suite.path.glob("personalens-results/*/results.jsonl"), key=lambda p: p.stat().st_mtime)
     from .support.project import read_rows
@@ -319,3 +321,20 @@ def test_a_review_on_the_judges_embedded_model_asks_the_judges_server(tmp_path, 
     assert isinstance(local, LocalServerSettings)
     assert (server_role(settings, "reviewer", local) == "judge") is shares
     assert ("reviewer" in roles) is not shares
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60), st.data())
+def test_a_reviews_schema_names_only_the_dialogues_user_turns_and_bounds_its_faults(user_turns, data):
+    """A review's answer is constrained to the dialogue it reviews: each fault's turn is one of its user turns, and
+    at most two faults a turn (never past the grammar's 30) - a model that lists faults on and on ends its answer."""
+    from personalens_testkit.agents.answers import UserReviewAnswer, parse_answer, review_schema
+
+    schema = review_schema(user_turns)
+    faults = schema["properties"]["faults"]
+    assert faults["items"]["properties"]["turn"]["enum"] == list(range(user_turns))
+    assert faults["maxItems"] == min(30, 2 * user_turns)
+    turn = data.draw(st.integers(0, user_turns - 1))
+    answer = {"faults": [{"turn": turn, "rule": "off_task", "direction": "hindered"}], "first_error": "user",
+              "justification": "drifted"}
+    assert parse_answer(json.dumps(answer), UserReviewAnswer, "user_review").faults[0].turn == turn

@@ -116,6 +116,55 @@ INJECTORS: dict[str, Callable[[dict[str, Any], random.Random], tuple[dict[str, A
 }
 
 
+# -- kinds only a reader sees (the review's own rules: agents/user_faults.REVIEW_RULES), put into a clean dialogue ---
+
+def off_task(d, rng):
+    turn = _pick_turn(d, rng, first=1)
+    text = rng.choice(["Actually, forget that - can you tell me who won the football match last night?",
+                       "Never mind. What's the best way to learn to play the guitar?",
+                       "Unrelated, but could you write me a poem about the sea?",
+                       "Let's talk about something else: how do I fix a leaking tap?"])
+    return _set_user(d, turn, text), (turn, "off_task")
+
+
+def contradicts_profile(d, rng):
+    preference = rng.choice(d["preferences"])
+    turn = _pick_turn(d, rng, first=1)
+    text = rng.choice(["{said} And please avoid {p} - I can't stand it.", "I never go for {p}, so skip that. {said}",
+                       "{said} Just not {p}, I dislike that."]).format(said=_said(d, turn), p=preference)
+    return _set_user(d, turn, text), (turn, "contradicts_profile")
+
+
+def does_assistants_work(d, rng):
+    turn = _pick_turn(d, rng, first=1)
+    text = rng.choice(["I have already booked it myself and sent you the confirmation number, so you're all set.",
+                       "I went ahead and checked every option and compared the prices for you: the second is best.",
+                       "Here is the full plan I made for you, step by step, with the times and the bookings done."])
+    return _set_user(d, turn, text), (turn, "does_assistants_work")
+
+
+def ended_too_early(d, rng):
+    messages = [dict(m) for m in d["messages"][:2]] + [{"role": "user", "content": rng.choice(
+        ["Okay, thanks, bye.", "Fine, that's all.", "Never mind then, goodbye."])}] + [
+        {"role": "assistant", "content": "Goodbye!"}]
+    return {**d, "messages": messages}, (1, "ended_too_early")
+
+
+def broke_character(d, rng):
+    turn = _pick_turn(d, rng)
+    text = rng.choice(["As a simulated user I was told to ask you about this, so: {said}",
+                       "{said} (I am an AI playing a user in a test, by the way.)",
+                       "My instructions say I should not state my preferences. {said}"]).format(said=_said(d, turn))
+    return _set_user(d, turn, text), (turn, "broke_character")
+
+
+#: the review's own kinds, each with the rule a review should name
+REVIEW_INJECTORS: dict[str, Callable[[dict[str, Any], random.Random], tuple[dict[str, Any], tuple[int, str]]]] = {
+    "off_task": off_task, "contradicts_profile": contradicts_profile, "does_assistants_work": does_assistants_work,
+    "ended_too_early": ended_too_early, "broke_character": broke_character,
+}
+
+
 #: English phrases a clean dialogue's user turns are built from (tests and bench alike)
 PHRASES = ["could you", "please", "I'd like", "maybe", "for tomorrow", "around noon", "for two people",
            "that works", "sounds good", "on Friday", "near the station", "something quiet", "not too expensive",

@@ -208,6 +208,17 @@ def turn_scores_schema(turns: int) -> dict[str, Any]:
     schema["properties"]["scores"].update(minItems=turns, maxItems=turns)
     return schema
 
+def review_schema(user_turns: int) -> dict[str, Any]:
+    """The schema of a review of a dialogue of ``user_turns`` user turns: each fault names one of them (0 to
+    ``user_turns - 1``), at most two faults a turn (and at most the grammar's 30): a model that lists faults on and on
+    ends its answer within its token budget instead of being cut off."""
+    schema = json.loads(json.dumps(SCHEMAS[UserReviewAnswer]))
+    faults = schema["properties"]["faults"]
+    faults["maxItems"] = min(faults["maxItems"], 2 * max(1, user_turns))
+    faults["items"]["properties"]["turn"] = {"type": "integer", "enum": list(range(max(1, user_turns)))}
+    return schema
+
+
 A = TypeVar("A", bound=_Answer)
 #: a longer answer is not read (a judge answers in at most a few thousand tokens)
 MAX_ANSWER_CHARS = 100_000

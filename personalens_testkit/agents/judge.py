@@ -26,7 +26,7 @@ from ..scales import METRIC_NAMES, METRICS, PERSONALIZATION, TASK_COMPLETION, Me
 from ..errors import JudgeAnswerError
 from .answers import (
     SCHEMAS, PersonalizationAnswer, RatingAnswer, TaskCompletionAnswer, TurnScoresAnswer, UserReviewAnswer, answer_model,
-    parse_answer, turn_scores_schema,
+    parse_answer, review_schema, turn_scores_schema,
 )
 from .calls import CallLog
 from .injection import neutralise
@@ -195,7 +195,8 @@ class Judge:
         profile = (f"Demographics:\n{demographics_block(ctx)}\n\nPreferences:\n{preferences_block(ctx)}\n\n"
                    f"Past interactions:\n{interactions_block(ctx.interactions)}\n\nSituation:\n{situation_block(ctx)}")
         prompt = fill("judge_user_review", profile=profile, intent=ctx.intent)
-        request = judge_request(conversation, prompt, SCHEMAS[UserReviewAnswer], "user_review")
+        request = judge_request(conversation, prompt, review_schema(sum(m.role == "user" for m in messages)),
+                                "user_review")
         response = log.chat(self.model, request, role="reviewer", label="user review", turn=0)
         return parse_answer(response.text, UserReviewAnswer, "user_review")
 

@@ -82,6 +82,18 @@ def faulted_share(rows: Sequence[Any]) -> tuple[int, int, dict[str, int]]:
     return faulted, voided, per_rule
 
 
+def reruns(rows: Sequence[Any]) -> str:
+    """What ``--rerun-user-faults`` did over the rows, in words (empty when it did nothing): the dialogues run again,
+    how many of them the user agent did not spoil the second time, and those not run again."""
+    again = [row for row in rows if row.rerun is not None and row.rerun.first is not None]
+    refused = [row.rerun.refused for row in rows if row.rerun is not None and row.rerun.refused]
+    if not again and not refused:
+        return ""
+    clean = sum(effect(row.user_faults or ()) is None for row in again)
+    said = f"{len(again)} dialogue(s) run again with a fresh one ({clean} not spoiled the second time)"
+    return said + (f", {len(refused)} not run again ({refused[0]})" if refused else "")
+
+
 def user_agent_difference(base: Iterable[Any], user_model: str) -> str | None:
     """Why a baseline comparison is refused: the base's rows were produced with another user agent (a comparison
     across user agents says nothing about the bot); None when every base row that names its user agent names this

@@ -23,7 +23,7 @@ from .compare import Comparison, apply_decision, as_test
 from .decision import Test, decide
 from .expectations import CaseVerdict, Expectations, row_verdict
 from .thresholds import AggregateGates
-from .user_agent import faulted_share, why
+from .user_agent import faulted_share, reruns, why
 
 BASELINE_DROP = "baseline: a score dropped significantly beyond the judge's drift (see the baseline comparison)"
 
@@ -221,6 +221,8 @@ def _user_agent_check(rows: Sequence[ResultRow], cases: int, rules: AggregateGat
     faulted, voided, per_rule = faulted_share(rows)
     kinds = ", ".join(f"{rule} {count}" for rule, count in sorted(per_rule.items(), key=lambda item: -item[1]))
     rate = f"faults in {faulted} of {cases} dialogues ({faulted / cases:.0%})" + (f": {kinds}" if kinds else "")
+    again = reruns(rows)
+    rate += f"; {again}" if again else ""
     share, allowed = voided / cases, rules.max_user_agent_faults
     if share > allowed:
         return RunCheck(name="user agent", outcome="failed", inconclusive=True,

@@ -33,6 +33,8 @@ from .router import ACTIVE
 from .store import assistant_dir, cassette_path
 
 ASSISTANT_URI = "http://assistant.personalens/reply"
+#: the cassette metadata's key for how many dialogues it holds (absent: one)
+DIALOGUES = "dialogues"
 
 
 _REASONS = {
@@ -190,6 +192,30 @@ class ScenarioCassettes:
                 if not keeps_recording(exc):
                     cassette.dirty = False
                 raise
+
+    def dialogues(self) -> int | None:
+        """How many dialogues the scenario's recording holds (``--rerun-user-faults`` runs a second) when this run
+        only replays its dialogue - a replay follows its recording -; None when the dialogue is live here (the run
+        decides). Read in the dialogue's phase (its cassette active)."""
+        cassette = ACTIVE.get()
+        if not isinstance(cassette, Cassette) or not cassette.write_protected:
+            return None
+        count = cassette.metadata.get(DIALOGUES, 1)
+        if count not in (1, 2) or isinstance(count, bool):
+            raise CassetteError(cassette.path, f"not a cassette of ours: metadata.{DIALOGUES} is {str(count)[:40]!r}, "
+                                               "expected 1 or 2")
+        return int(count)
+
+    def record_dialogues(self, count: int) -> None:
+        """What a live dialogue's cassette keeps of how many dialogues it holds (1: nothing, as before)."""
+        cassette = ACTIVE.get()
+        if not isinstance(cassette, Cassette) or cassette.write_protected:
+            return
+        if cassette.metadata.get(DIALOGUES, 1) != count:
+            cassette.metadata.pop(DIALOGUES, None)
+            if count != 1:
+                cassette.metadata[DIALOGUES] = count
+            cassette.dirty = True
 
     def _open(self, path: Path, mode: str) -> None:
         self._cassettes.append(self._stack.enter_context(self._use(path, mode)))

@@ -58,8 +58,8 @@ FACTS = ("run_id", "task_kind", "domains", "assistant", "assistant_model", "user
          "expected", "verdict")
 #: the fields most rows leave empty, kept together (``rare``: None when every one is empty)
 RARE = ("error", "partial_scores", "unreadable", "shortfalls", "reply_change", "retest", "preference_leak",
-        "analysis_errors", "injection_flags", "turn_personalization", "user_faults")
-_RARE_EMPTY = (None, None, _EMPTY, (), None, None, None, _EMPTY, (), None, ())
+        "analysis_errors", "injection_flags", "turn_personalization", "user_faults", "rerun")
+_RARE_EMPTY = (None, None, _EMPTY, (), None, None, None, _EMPTY, (), None, (), None)
 
 
 def _field(group: str, position: int) -> property:
@@ -97,8 +97,15 @@ class RowDigest(ReadsScores):
                 row.reply_change, row.retest, row.preference_leak, row.analysis_errors or _EMPTY,
                 tuple(row.injection_flags),
                 _once(tuple(row.turn_personalization), shared) if row.turn_personalization else None,
-                tuple(row.user_faults))
+                tuple(row.user_faults), _rerun(row.rerun))
         self.rare = None if rare == _RARE_EMPTY else rare
+
+
+def _rerun(rerun: Any) -> Any:
+    """``--rerun-user-faults``'s note without the first dialogue's transcript (what the outputs count reads)."""
+    if rerun is None or rerun.first is None:
+        return rerun
+    return rerun.model_copy(update={"first": rerun.first.model_copy(update={"transcript": []})})
 
 
 for _group, _names in (("facts", FACTS), ("rare", RARE)):

@@ -134,6 +134,26 @@ class UserFaultRow(_Part):
     source: Literal["check", "review"] = "check"
 
 
+class FirstDialogueRow(_Part):
+    """The dialogue ``--rerun-user-faults`` did not keep: its turns, how it ended, the user agent's faults that had it
+    run again, its transcript and how many of the row's calls (the first ones) it made."""
+
+    turns: int = 0
+    termination: Optional[str] = None
+    user_faults: list[UserFaultRow] = []
+    transcript: list[dict[str, str]] = []
+    calls: int = 0
+
+
+class RerunRow(_Part):
+    """``--rerun-user-faults``: why the scenario's first dialogue was run again (what its user agent did), and that
+    dialogue (``first``); or why it was not (``refused``: the budget, a stopping run)."""
+
+    why: str
+    first: Optional[FirstDialogueRow] = None
+    refused: Optional[str] = None
+
+
 class ShortfallRow(_Part):
     metric: str
     value: Any
@@ -231,6 +251,8 @@ class ResultRow(ReadsScores, _Part):
     #: with ``--review-user``: which side made the dialogue's first critical error (``first_error``: user, assistant or
     #: none) and the review's reason
     user_review: Optional[dict[str, str]] = None
+    #: ``--rerun-user-faults``: the first dialogue, which its user agent spoiled and a second replaced (or why none did)
+    rerun: Optional[RerunRow] = None
     turn_personalization: Optional[list[int]] = None
     preference_leak: Optional[dict[str, Any]] = None
     #: the optional analyses that failed (``turn_level``, ``leak_check``): why; the row's scores stand
@@ -372,7 +394,7 @@ def build_row(
         suggestions=verdict.suggestions if verdict else [],
         shortfalls=[s.as_dict() for s in found], expected=expected, verdict=case_verdict, repeat=evaluation.repeat,
         turn_personalization=evaluation.turn_personalization, injection_flags=evaluation.injection_flags,
-        user_faults=evaluation.user_faults, user_review=evaluation.user_review,
+        user_faults=evaluation.user_faults, user_review=evaluation.user_review, rerun=evaluation.rerun,
         preference_leak=evaluation.preference_leak, analysis_errors=dict(evaluation.analysis_errors),
         retest=evaluation.retest, confirmation=evaluation.confirmation,
         reply_change=_reply_change(dialogue.reply_change),

@@ -80,9 +80,10 @@ class Budget:
                                cache_write_tokens=_count(call.get("cache_write_tokens")))
         return total
 
-    def reserve(self, case: str) -> str | None:
-        """Before ``case`` starts: reserve its expected spend; the reason to stop (the case does not start) when the
-        spend, the cases under way and this one would pass the budget."""
+    def reserve(self, case: str, *, trips: bool = True) -> str | None:
+        """Before ``case`` starts: reserve its expected spend; the reason it may not start when the spend, the cases
+        under way and this one would pass the budget. ``trips``: a refusal stops the run (a case's does; a second
+        dialogue's, ``--rerun-user-faults``, is only not run)."""
         if self.tripped is not None:
             return self.tripped
         with self._locked() as handle:
@@ -93,10 +94,12 @@ class Budget:
                 _append(handle, f"E\t{expected!r}")
             per_case = ledger.per_case(expected)
             if ledger.spent + (ledger.open + 1) * per_case > self.limit * (1 + 1e-9):
-                self.tripped = (f"the budget: spent {format_cost(ledger.spent)} of --max-cost "
-                                f"{format_cost(self.limit)}, {ledger.open} case(s) under way; another case would likely "
-                                f"pass it ({format_cost(per_case)} a case); the cases not started are not run because "
-                                "of the budget")
+                why = (f"the budget: spent {format_cost(ledger.spent)} of --max-cost {format_cost(self.limit)}, "
+                       f"{ledger.open} case(s) under way; another case would likely pass it ({format_cost(per_case)} "
+                       "a case)")
+                if not trips:
+                    return why
+                self.tripped = why + "; the cases not started are not run because of the budget"
                 return self.tripped
             _append(handle, f"R\t{_key(case)}")
         return None

@@ -32,6 +32,7 @@ from .confirmation import Confirmation, confirm, judgements_for
 from .assistant import AssistantUnderTest
 from .models import ModelPool
 from .recording import Recording
+from .rerun import UserAgentRerun
 from .stop import StopSignal
 
 if TYPE_CHECKING:  # --max-cost's machinery loads when a run asks for it
@@ -53,6 +54,8 @@ class CaseRunner:
         self._ahead: EvaluateAhead | None = None
         #: --max-cost's ledger (None: no budget): a case reserves before it starts and settles when it ends
         self.budget: Budget | None = None
+        #: --rerun-user-faults: a dialogue its user agent spoiled run again once, within the budget
+        self.reruns = UserAgentRerun(settings.rerun_user_faults, run_dir, budget=lambda: self.budget)
 
     @cached_property
     def evaluator(self) -> Evaluator:
@@ -67,7 +70,7 @@ class CaseRunner:
             max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
             reviewer=Judge(models.chat(s.review_user_model, "reviewer")) if s.review_user else None,
             retest_share=s.judge_retest,
-            retry=s.retry, time_limit_s=s.scenario_timeout_s,
+            retry=s.retry, time_limit_s=s.scenario_timeout_s, rerun=self.reruns,
         )
 
     @cached_property
@@ -134,6 +137,7 @@ class CaseRunner:
                 self.budget.settle(case_id(scenario.scenario_id, repeat), evaluation.dialogue.log.records)
             except OSError as exc:  # the ledger cannot be written: the case keeps its row, the run stops
                 StopSignal(self.run_dir).raise_(f"the budget's ledger cannot be written ({exc})")
+            self.reruns.settle(evaluation)
         try:
             evaluation.transcript_at = self.transcripts.append(case_id(scenario.scenario_id, repeat),
                                                                redact(format_transcript(evaluation)))

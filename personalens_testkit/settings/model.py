@@ -54,6 +54,8 @@ class RunSettings:
     reply_cut: str = "speaker"
     leak_check: bool = False
     review_user: bool = False
+    #: a dialogue the user agent's faults spoiled is run again once (``--rerun-user-faults``)
+    rerun_user_faults: bool = False
     #: the review's model (``--review-user-model``; unset: the judge's)
     review_user_model: str = "local"
     #: report files by their format's setting (report/outputs.FORMATS: json_report, ...; None or absent: the file of

@@ -226,6 +226,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("review_user", "also have a model review the user agent's turns against its profile, task and the "
             "protocol: each fault with its turn and whether it hindered or helped the bot (one more call a dialogue, "
             "on --review-user-model)", "flag", config=False),
+    Setting("rerun_user_faults", "run a scenario again once, with a fresh dialogue, when the checks that cost nothing "
+            "find its user agent hindered or helped the bot (within --max-cost; the dialogue kept is the second, the "
+            "first is on the row); a replay follows its recording", "flag"),
     Setting("review_user_model", "the model of --review-user's review: local, local:FILE.gguf, openai:MODEL, "
             "bedrock:MODEL_ID, or a [models] name; default: the judge's model", metavar="SPEC"),
     *(Setting(form.setting, f"{form.what} (default: <run folder>/{form.default_name}) {form.also}".strip(), "path",

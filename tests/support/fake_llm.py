@@ -41,6 +41,9 @@ class Script:
     user_text: str = "Could you sort that out for me, please?"
     #: each follow-up says something new (False: the same words every turn - a user agent that loops)
     vary_user_text: bool = True
+    #: the first dialogue of each task loops (the same words every turn), every later one varies (a user agent
+    #: whose fault a second dialogue does not repeat: --rerun-user-faults)
+    loop_first_dialogue: bool = False
     #: each assistant reply says something new (a looping user agent is then its own fault, not led by the bot)
     vary_assistant_text: bool = False
     assistant_text: str = "Sure - I have set it up the way you usually like it."
@@ -100,6 +103,8 @@ class FakeLLM:
         self.cached_prefixes: set[str] = set()
         #: assistant replies answered so far (``vary_assistant_text`` numbers them)
         self.assistant_replies = 0
+        #: the dialogues begun per task (their openings), for ``loop_first_dialogue``
+        self.openings: dict[str, int] = {}
         self._lock = threading.Lock()
         self._random = random.Random(self.script.seed)
         handler = self._handler()
@@ -167,7 +172,14 @@ class FakeLLM:
             prompt = body["messages"][-1]["content"]
             follow_ups = prompt.count("[ASSISTANT]:")
             text = script.user_text
-            if follow_ups and script.vary_user_text:  # a user who says the same words every turn is looping
+            vary = script.vary_user_text
+            if script.loop_first_dialogue:
+                task = prompt.split("<task>\n", 1)[1].split("\n", 1)[0]
+                with self._lock:
+                    if not follow_ups:
+                        self.openings[task] = self.openings.get(task, 0) + 1
+                    vary = self.openings.get(task, 1) > 1
+            if follow_ups and vary:  # a user who says the same words every turn is looping
                 text += f" That is my point {follow_ups}."
             if script.echo_task:
                 text += f" (I mean: {task_of(prompt)})"
