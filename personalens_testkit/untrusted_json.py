@@ -37,7 +37,10 @@ def value_bound(data: bytes | bytearray | str) -> int:
 
 
 def check_values(data: bytes | bytearray | str, limit: int) -> None:
-    """Refuse ``data`` if it may hold more than ``limit`` values (:func:`value_bound`)."""
+    """Refuse ``data`` if it may hold more than ``limit`` values (:func:`value_bound`). A text shorter than the limit
+    is not counted: the bound is at most one more than its length (one of those characters before each value)."""
+    if len(data) < limit:
+        return
     found = value_bound(data)
     if found > limit:
         raise UntrustedJsonError(f"holds up to {found:,} JSON values: more than {limit:,} (read, they would take "

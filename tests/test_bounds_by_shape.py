@@ -154,6 +154,19 @@ def test_the_value_bound_never_undercounts_and_reads_what_json_reads(value, sepa
         loads(text, max_values=value_bound(text) - 1)
 
 
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet="{}[],:\"a 1", max_size=40) | st.binary(max_size=40), st.integers(0, 60))
+def test_a_text_is_refused_exactly_when_its_bound_passes_the_limit_short_or_long(text, limit):
+    """The check skips counting a text shorter than its limit: it refuses exactly what the full count refuses."""
+    from personalens_testkit.untrusted_json import check_values
+
+    if value_bound(text) > limit:
+        with pytest.raises(UntrustedJsonError, match="JSON values"):
+            check_values(text, limit)
+    else:
+        check_values(text, limit)
+
+
 @st.composite
 def twice_somewhere(draw):
     """A JSON object with one key given twice, at any depth, the two values alike or not."""

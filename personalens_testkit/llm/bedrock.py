@@ -315,6 +315,11 @@ class BedrockChat:
             raise ModelError(f"Bedrock call failed ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
         return self._parse(response)
 
+    def answer_of(self, response: dict[str, Any]) -> ChatResponse:
+        """A Converse answer read as this model's (a batch job's results hold such answers): a ModelError when it is
+        not one clear answer."""
+        return self._parse(response)
+
     def _parse(self, response: dict[str, Any]) -> ChatResponse:
         try:
             content = response["output"]["message"]["content"]

@@ -140,6 +140,11 @@ class OpenAICompatibleChat:
             raise http_failure(exc, what=f"no HTTP answer from {self.base_url}", url=self.base_url,
                                model=self.spec) from exc
 
+    def answer_of(self, content: bytes | str) -> ChatResponse:
+        """A chat completion's body read as this model's answer (a batch engine's results hold such bodies): a
+        ModelError when it is not one clear answer."""
+        return self._parse(content)
+
     def _parse(self, content: bytes | str) -> ChatResponse:
         try:
             data = untrusted_json.loads(content, max_values=MAX_ANSWER_VALUES)

@@ -1,0 +1,232 @@
+"""The providers' batch engines (issue 50, first step): a job's requests sent as the online calls send them, its state
+read, and its results joined back on their record ids - every record exactly once, answered or in error with the
+provider's code, whatever order the results come in, whatever part of them is missing. The OpenAI Batch API against
+a loopback fake with its real shapes (tests/support/fake_batch.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from personalens_testkit.errors import ModelError
+from personalens_testkit.llm.base import ChatRequest, Message
+from personalens_testkit.llm.batch.jobs import RECORD_ID, BatchJob, BatchRequest, record_ids
+from personalens_testkit.llm.batch.openai_batch import ENDPOINT, OpenAIBatch
+from personalens_testkit.llm.openai_compat import OpenAICompatibleChat
+
+from .support.fake_batch import OUTCOMES, FakeBatchAPI
+
+
+def _requests(count: int) -> list[BatchRequest]:
+    return [BatchRequest(record, ChatRequest(messages=(Message("user", f"judge dialogue {n}"),), purpose="judge",
+                                             temperature=0.0, max_tokens=64))
+            for n, record in enumerate(record_ids(count))]
+
+
+def _engine(fake: FakeBatchAPI) -> OpenAIBatch:
+    chat = OpenAICompatibleChat(spec="openai:fake-judge", base_url=fake.url, model="fake-judge", api_key="sk-test")
+    return OpenAIBatch(chat, api_key="sk-test")
+
+
+def _run(engine: OpenAIBatch, requests: list[BatchRequest]):
+    job = engine.submit(requests, name="personalens-test")
+    states = []
+    while not (state := engine.state(job)).finished:
+        states.append(state.state)
+    return job, states, state, engine.answers(BatchJob.from_dict(json.loads(json.dumps(job.as_dict()))))
+
+
+def test_a_job_is_sent_as_the_online_calls_and_every_answer_read_back_by_its_record():
+    requests = _requests(5)
+    with FakeBatchAPI() as fake:
+        engine = _engine(fake)
+        job, states, state, answers = _run(engine, requests)
+        (upload,) = fake.uploads
+    assert upload["purpose"] == "batch"
+    assert [line["custom_id"] for line in upload["lines"]] == [r.record_id for r in requests]
+    assert all(line["url"] == ENDPOINT and line["method"] == "POST" for line in upload["lines"])
+    assert [line["body"] for line in upload["lines"]] == [engine.chat.payload(r.request) for r in requests]
+    assert fake.batches[job.job_id]["completion_window"] == "24h"
+    assert states == ["running"] and state.state == "completed" and (state.answered, state.total) == (5, 5)
+    assert [a.record_id for a in answers] == [r.record_id for r in requests]  # the job's order, not the file's
+    assert [a.response.text for a in answers] == [f"answer to {r.record_id}" for r in requests]
+    assert [a.response.prompt_tokens for a in answers] == [10 + n for n in range(5)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=30), st.sampled_from(["completed", "expired"]),
+       st.integers(0, 3), st.integers(0, 1000))
+def test_every_record_is_answered_once_whatever_the_results_hold(outcomes, end, foreign, seed):
+    """Results out of order, partly in error, partly missing, with lines for records the job never held: one answer
+    per record, in the job's order - its response when the results answered it, else an error with the provider's
+    code (``missing`` when they hold nothing for it); never a record's answer given to another."""
+    requests = _requests(len(outcomes))
+    plan = {r.record_id: outcome for r, outcome in zip(requests, outcomes)}
+    with FakeBatchAPI(outcomes=plan, end=end, foreign=foreign, seed=seed) as fake:
+        _, _, state, answers = _run(_engine(fake), requests)
+    assert state.state == end
+    assert [a.record_id for a in answers] == [r.record_id for r in requests]
+    for n, answer in enumerate(answers):
+        outcome = plan[answer.record_id]
+        dropped = outcome == "missing" or (end == "expired" and n % 2)
+        if dropped:
+            assert answer.error_code == "missing" and answer.response is None and end in answer.error
+        elif outcome == "ok":
+            assert answer.ok and answer.response.text == f"answer to {answer.record_id}"
+        else:
+            assert not answer.ok
+            assert answer.error_code == {"error_line": "invalid_prompt", "error_status": "invalid_value",
+                                         "malformed": "unreadable"}[outcome]
+
+
+def test_a_failed_batch_says_why_and_leaves_no_record_unanswered():
+    requests = _requests(4)
+    with FakeBatchAPI(end="failed") as fake:
+        _, _, state, answers = _run(_engine(fake), requests)
+    assert state.state == "failed" and "enqueued token limit" in state.message
+    assert len(answers) == 4 and sum(a.ok for a in answers) == 2
+    assert all(a.error_code == "missing" and "failed" in a.error for a in answers if not a.ok)
+
+
+def test_an_endpoint_without_the_batch_api_is_one_clear_error():
+    with FakeBatchAPI() as fake:
+        chat = OpenAICompatibleChat(spec="openai:x", base_url=fake.url + "/nothing", model="x")
+        with pytest.raises(ModelError, match=r"POST /files: HTTP 404"):
+            OpenAIBatch(chat).submit(_requests(1), name="x")
+
+
+@given(st.integers(0, 5000))
+def test_record_ids_are_distinct_and_of_the_form_every_provider_takes(count):
+    ids = record_ids(count)
+    assert len(set(ids)) == count and all(RECORD_ID.match(i) for i in ids)
+
+
+@pytest.mark.parametrize("kept, field", [
+    ({"engine": "openai", "job_id": "", "record_ids": []}, "job_id"),
+    ({"engine": "openai", "job_id": "b", "record_ids": ["R0000000000", "R0000000000"]}, "twice"),
+    ({"engine": "openai", "job_id": "b", "record_ids": ["short"]}, "record_ids"),
+    ({"engine": "openai", "job_id": "b", "record_ids": [], "places": {"a": 1}}, "places"),
+    ([], "an object"),
+])
+def test_a_kept_job_that_is_not_one_says_which_field(kept, field):
+    with pytest.raises(ValueError, match=field):
+        BatchJob.from_dict(kept)
+
+
+def test_a_job_outside_the_engines_bounds_or_with_a_record_twice_is_refused_before_anything_is_sent():
+    with FakeBatchAPI() as fake:
+        engine = _engine(fake)
+        with pytest.raises(ValueError, match="takes 1 to 50,000"):
+            engine.submit([], name="x")
+        twice = _requests(2)
+        with pytest.raises(ValueError, match="twice"):
+            engine.submit([twice[0], twice[0]], name="x")
+        assert fake.uploads == []
+
+
+# -- Amazon Bedrock: botocore's Stubber in place of the network (every call's parameters checked against the service
+# models of bedrock and s3) -------------------------------------------------------------------------------------------
+
+ROLE = "arn:aws:iam::123456789012:role/personalens-batch"
+JOB = "arn:aws:bedrock:us-east-1:123456789012:model-invocation-job/abc123"
+CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def _bedrock(region: str = "us-east-1"):
+    import boto3
+    from botocore.stub import Stubber
+
+    from personalens_testkit.llm.batch.bedrock_batch import BedrockBatch
+    from personalens_testkit.llm.bedrock import BedrockChat
+
+    bedrock, s3 = boto3.client("bedrock", region_name=region), boto3.client("s3", region_name=region)
+    chat = BedrockChat(spec=f"bedrock:{CLAUDE}", model_id=CLAUDE, client=boto3.client("bedrock-runtime",
+                                                                                        region_name=region))
+    engine = BedrockBatch(chat, role_arn=ROLE, s3_uri="s3://team-evals/personalens/", bedrock=bedrock, s3=s3)
+    written: list[dict] = []  # what each put_object was given (botocore's event, before the Stubber answers)
+    s3.meta.events.register("provide-client-params.s3.PutObject", lambda params, **_: written.append(dict(params)))
+    return engine, Stubber(bedrock), Stubber(s3), written
+
+
+def _converse(text: str, n: int) -> dict:
+    return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
+            "usage": {"inputTokens": 100 + n, "outputTokens": 5, "totalTokens": 105 + n}}
+
+
+def _body(lines: list[dict]) -> dict:
+    import io
+
+    from botocore.response import StreamingBody
+
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return {"Body": StreamingBody(io.BytesIO(data), len(data)), "ContentLength": len(data)}
+
+
+@pytest.mark.usefixtures("aws_env")
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["ok", "error", "missing", "malformed"]), min_size=100, max_size=140),
+       st.randoms(use_true_random=False), st.integers(1, 3))
+def test_a_bedrock_job_is_written_to_s3_run_as_converse_and_joined_back_by_record(outcomes, rng, parts):
+    """Records of the Converse form without a tool (batch jobs take none: the answer is read as free text), a job
+    naming the role, the locations and Converse; the output - out of order, in several objects, with the provider's
+    errors and records missing - joined back: one answer per record."""
+    from botocore.stub import ANY
+
+    engine, bedrock, s3, written = _bedrock()
+    requests = _requests(len(outcomes))
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
+    requests = [BatchRequest(r.record_id, ChatRequest(messages=r.request.messages, purpose="judge", temperature=0.0,
+                                                      max_tokens=64, json_schema=schema, schema_name="rating"))
+                for r in requests]
+    s3.add_response("put_object", {"ETag": '"1"'}, {"Bucket": "team-evals", "Key": "personalens/nightly-1/input.jsonl",
+                                                    "Body": ANY})
+    bedrock.add_response("create_model_invocation_job", {"jobArn": JOB}, {
+        "jobName": "nightly-1", "roleArn": ROLE, "modelId": CLAUDE, "timeoutDurationInHours": 24,
+        "modelInvocationType": "Converse",
+        "inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://team-evals/personalens/nightly-1/input.jsonl",
+                                                  "s3InputFormat": "JSONL"}},
+        "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://team-evals/personalens/nightly-1/output/"}}})
+    lines = []
+    for n, (request, outcome) in enumerate(zip(requests, outcomes)):
+        if outcome == "ok":
+            lines.append({"recordId": request.record_id, "modelInput": {}, "modelOutput": _converse(f"score {n}", n)})
+        elif outcome == "error":
+            lines.append({"recordId": request.record_id, "modelInput": {},
+                          "error": {"errorCode": 400, "errorMessage": "Malformed input request"}})
+        elif outcome == "malformed":
+            lines.append({"recordId": request.record_id, "modelInput": {}, "modelOutput": {"output": None}})
+    rng.shuffle(lines)
+    chunks = [lines[i::parts] for i in range(parts)]
+    keys = [f"personalens/nightly-1/output/abc123/input{i}.jsonl.out" for i in range(parts)]
+    status = {"jobArn": JOB, "jobName": "nightly-1", "modelId": CLAUDE, "roleArn": ROLE,
+              "submitTime": "2026-11-29T00:00:00Z", "inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://a/b"}},
+              "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://a/c/"}}}
+    for word in ("InProgress", "PartiallyCompleted"):
+        bedrock.add_response("get_model_invocation_job", {**status, "status": word}, {"jobIdentifier": JOB})
+    s3.add_response("list_objects_v2", {"IsTruncated": True, "NextContinuationToken": "t", "Contents": [
+        {"Key": "personalens/nightly-1/output/abc123/manifest.json.out"}, *({"Key": k} for k in keys[:1])]},
+        {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/"})
+    s3.add_response("list_objects_v2", {"IsTruncated": False, "Contents": [{"Key": k} for k in keys[1:]]},
+                    {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/", "ContinuationToken": "t"})
+    for key, chunk in zip(keys, chunks):
+        s3.add_response("get_object", _body(chunk), {"Bucket": "team-evals", "Key": key})
+    bedrock.add_response("get_model_invocation_job", {**status, "status": "PartiallyCompleted"}, {"jobIdentifier": JOB})
+    with bedrock, s3:
+        job = engine.submit(requests, name="nightly-1")
+        assert engine.state(job).state == "running" and engine.state(job).state == "completed"
+        answers = engine.answers(BatchJob.from_dict(job.as_dict()))
+        bedrock.assert_no_pending_responses()
+        s3.assert_no_pending_responses()
+    record = json.loads(written[0]["Body"].decode().splitlines()[0])
+    assert record["recordId"] == requests[0].record_id and "toolConfig" not in record["modelInput"]
+    assert "modelId" not in record["modelInput"] and record["modelInput"]["messages"][0]["role"] == "user"
+    assert [a.record_id for a in answers] == [r.record_id for r in requests]
+    for n, (answer, outcome) in enumerate(zip(answers, outcomes)):
+        if outcome == "ok":
+            assert answer.response.text == f"score {n}" and answer.response.prompt_tokens == 100 + n
+        else:
+            assert answer.error_code == {"error": "400", "missing": "missing", "malformed": "unreadable"}[outcome]
