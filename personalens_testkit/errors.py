@@ -14,6 +14,7 @@
     │   ├── DeadlineReached          the scenario's time limit ran out before or during a call
     │   └── ContractError            a bot's answer breaks the turn contract (the bot's fault)
     ├── JudgeAnswerError             a judge answer that cannot be parsed into scores
+    ├── BatchPendingError            --judge-batch submit: a case's judge calls went to the batch engine, unscored
     ├── ReplayMissError              a call no cassette can answer in this record mode
     │   └── CassetteMissError        the cassette's own miss (path, request, reason), said again with the
     │                                scenario, the call and the command that records it
@@ -155,6 +156,17 @@ class DeadlineReached(ModelError):
 
 class ContractError(ModelError):
     """A bot's answer breaks the turn contract (see :mod:`personalens_testkit.assistants.contract`)."""
+
+
+class BatchPendingError(PersonalensError):
+    """``--judge-batch submit``: a case's judge calls were kept for the batch engine, so the case is not scored (its
+    answers come with ``--judge-batch collect``)."""
+
+    call_role = "judge"
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(f"judged on the batch engine: this case's {calls} judge call(s) go out as batch jobs at the "
+                         "end of the run; collect their answers with --judge-batch collect")
 
 
 class JudgeAnswerError(PersonalensError):

@@ -28,7 +28,7 @@ def _requests(count: int) -> list[BatchRequest]:
 
 def _engine(fake: FakeBatchAPI) -> OpenAIBatch:
     chat = OpenAICompatibleChat(spec="openai:fake-judge", base_url=fake.url, model="fake-judge", api_key="sk-test")
-    return OpenAIBatch(chat, api_key="sk-test")
+    return OpenAIBatch(chat)
 
 
 def _run(engine: OpenAIBatch, requests: list[BatchRequest]):
@@ -230,3 +230,104 @@ def test_a_bedrock_job_is_written_to_s3_run_as_converse_and_joined_back_by_recor
             assert answer.response.text == f"score {n}" and answer.response.prompt_tokens == 100 + n
         else:
             assert answer.error_code == {"error": "400", "missing": "missing", "malformed": "unreadable"}[outcome]
+
+
+# -- the run: --judge-batch submit, then collect in another process ---------------------------------------------------
+
+def test_a_run_judged_on_the_batch_engine_scores_as_online_and_replays_offline(pytester, monkeypatch):
+    """Submit: the dialogues run live, the judge's calls go out as one batch job at the end, no case is scored (none
+    from a stand-in). Collect, in a second process: the job still running - one line, no row; then, waited for, its
+    answers (out of order) are the judge's cassettes, and the rows score what the same judge online scores. Then an
+    offline replay, every endpoint dead, reproduces them."""
+    from .support.fake_llm import FakeLLM, Script
+    from .support.project import latest_results, read_rows, suite_project
+
+    script = Script(terminate_after=2, judge_rule=lambda text: {"personalization": 4} if "Step" in text else {},
+                    vary_assistant_text=True)
+    online = FakeLLM(script)
+    selection = ("--profiles", "7", "--domains", "Alarm")
+    with FakeLLM(script) as fake, FakeBatchAPI(answer=online.answer, polls=3) as batch:
+        suite_project(pytester, f'record_mode = "all"\n[models.batch-judge]\nkind = "openai"\nmodel = "fake-judge"\n'
+                                f'base_url = "{batch.url}"\n')
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        specs = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+                 "--judge-model", "batch-judge", *selection)
+        submit = pytester.runpytest(*specs, "--judge-batch", "submit")
+        submit.assert_outcomes(skipped=4, deselected=1)
+        assert not [r for r in fake.requests if "response_format" in r]  # no judge call went online
+        (upload,) = batch.uploads
+        assert len(upload["lines"]) == 4 * 6 and "sent as 1 batch job(s)" in submit.stdout.str()
+        assert all(r["error"]["kind"] == "BatchPendingError" and r["scores"] is None
+                   for r in read_rows(latest_results(pytester.path)))
+        early = pytester.runpytest_subprocess(*specs, "--judge-batch", "collect")
+        assert "1 of 1 batch job(s) still running" in early.stderr.str() + early.stdout.str()
+        collect = pytester.runpytest_subprocess(*specs, "--judge-batch", "collect", "--batch-wait",
+                                                "--batch-poll-s", "0.01")
+        collect.assert_outcomes(passed=4, deselected=1)
+        collected = read_rows(latest_results(pytester.path))
+    assert [r["scores"]["personalization"] for r in collected] == [4] * 4
+    assert all(c["replayed"] for r in collected for c in r["calls"])
+    # ever after: an offline re-judging from those cassettes, every endpoint dead
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    again = pytester.runpytest(*specs[:-4], "--judge-model", "batch-judge", *selection, "--rejudge",
+                               "--record-mode", "none")
+    again.assert_outcomes(passed=4, deselected=1)
+    assert [r["scores"] for r in read_rows(latest_results(pytester.path))] == [r["scores"] for r in collected]
+
+
+@pytest.mark.parametrize("judge, said", [
+    ("bedrock:anthropic.claude-3-haiku-20240307-v1:0", "is not behind an OpenAI-compatible endpoint"),
+    ("openai:fake-judge", "does not offer the Batch API"),  # an endpoint that answers chat calls only
+])
+def test_a_submit_run_whose_judge_has_no_batch_engine_stops_before_any_dialogue(pytester, monkeypatch, judge, said):
+    from .support.fake_llm import FakeLLM, Script
+    from .support.project import suite_project
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with FakeLLM(Script()) as fake:
+        suite_project(pytester, 'record_mode = "all"\n')
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        result = pytester.runpytest("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model",
+                                    "openai:fake-bot", "--judge-model", judge, "--profiles", "7", "--domains", "Alarm",
+                                    "--judge-batch", "submit")
+        assert not fake.requests  # not one dialogue began
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()
+
+
+@pytest.mark.parametrize("kept, said", [
+    (None, "no batch jobs were submitted for the judge batch-judge"),
+    ("{not json", "cannot be read"),
+    ('{"jobs": [{"spec": "x", "role": "judge", "job": {"engine": "openai"}}], "records": {}}', "not a submit run's jobs"),
+])
+def test_collecting_without_a_submit_runs_jobs_is_one_line_naming_the_file(pytester, monkeypatch, kept, said):
+    from .support.project import suite_project
+
+    suite_project(pytester, '[models.batch-judge]\nkind = "openai"\nmodel = "j"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    if kept is not None:
+        folder = pytester.path / "cassettes/reference/rejudged/batch-judge"
+        folder.mkdir(parents=True)
+        (folder / "batch-jobs.json").write_text(kept)
+    result = pytester.runpytest("-p", "no:deepeval", "--judge-model", "batch-judge", "--judge-batch", "collect")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()
+    assert len([line for line in result.stderr.str().splitlines() if line.startswith("ERROR")]) == 1
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--judge-batch", "submit", "--judge-retest", "0.5"), "--judge-retest"),
+    (("--judge-batch", "collect", "--record-mode", "once"), "--record-mode once would call the judge live"),
+    (("--batch-wait",), "only with --judge-batch collect"),
+    (("--judge-batch", "later"), "'later' is not one of off, submit, collect"),
+])
+def test_what_the_batch_mode_cannot_go_with_is_refused_in_one_line(tmp_path, args, said):
+    from personalens_testkit.errors import UsageError
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    options = {}
+    for flag, value in zip(args[::2] if "--batch-wait" not in args else (), args[1::2]):
+        options[flag.removeprefix("--").replace("-", "_")] = float(value) if flag == "--judge-retest" else value
+    if "--batch-wait" in args:
+        options["batch_wait"] = True
+    with pytest.raises(UsageError, match=said):
+        resolve_settings(options, tmp_path, {})

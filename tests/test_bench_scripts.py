@@ -213,3 +213,19 @@ def test_user_faults_bench_prints_each_kinds_rate_both_ways_and_the_recordings_s
     assert all(re.search(rf"{rule}\s+found 16/16", out) for rule in ("pasted_profile", "repeated_turn", "other_language"))
     assert "clean dialogues flagged: labelled set 0/5; built from phrases 0/16 (0.0%)" in out
     assert re.search(r"repeated_turn\s+\d+ \(\d+%\)", out) and re.search(r"the dialogue as a whole: \w+ \d+", out)
+
+
+def test_user_review_bench_counts_a_kind_named_when_the_review_names_its_rule(monkeypatch):
+    """Through the real review path (its prompt, the reviewer's role, its answer grammar) on a scripted reviewer that
+    names one turn off task in every dialogue: off task is named in each, every other kind only flagged."""
+    from .support.fake_llm import FakeLLM, Script
+
+    fault = {"turn": 0, "rule": "off_task", "direction": "hindered"}
+    with FakeLLM(Script(review_faults=[fault], review_first_error="user")) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        out = bench("bench/user_review.py", "--model", "openai:fake-reviewer", "--tries", "2")
+        reviews = [r for r in fake.requests if "faults" in str(r.get("response_format"))]
+    assert re.search(r"off_task\s+named 2/2, any fault 2/2, review failed 0", out), out
+    assert re.search(r"repeated_turn\s+named 0/2, any fault 2/2, review failed 0", out), out
+    assert "clean dialogues flagged 5/5, review failed 0" in out
+    assert len(reviews) == 11 * 2 + 5 and {r["model"] for r in reviews} == {"fake-reviewer"}

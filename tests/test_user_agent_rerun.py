@@ -197,3 +197,89 @@ def test_a_cassette_that_says_it_holds_another_number_of_dialogues_is_an_error_n
                 continue
             with pytest.raises(CassetteError, match=r"user7-SD-Alarm-task-1.json.xz.*metadata.dialogues.*1 or 2"):
                 scenario.dialogues()
+
+
+class _DeadOnSecond(FakeLLM):
+    """The user agent's endpoint dies as each task's second dialogue begins."""
+
+    def answer(self, body):
+        if "playing the part of a person" in body["messages"][0]["content"] and "response_format" not in body:
+            prompt = body["messages"][-1]["content"]
+            task = prompt.split("<task>\n", 1)[1].split("\n", 1)[0]
+            if not prompt.count("[ASSISTANT]:") and self.openings.get(task, 0) >= 1:
+                raise RuntimeError("the endpoint died")
+        return super().answer(body)
+
+
+def test_a_second_dialogue_that_fails_is_its_cases_error_and_never_counted_clean(suite):  # noqa: F811
+    with _DeadOnSecond(Script(terminate_after=3, loop_first_dialogue=True, vary_assistant_text=True)) as fake:
+        result = run_suite(suite, fake, *ALARM, "--rerun-user-faults")
+    found = suite_rows(suite)
+    assert len(found) == 4 and all(r["status"] == "error" and r["error"]["phase"] == "the dialogue, run again"
+                                   and r["rerun"]["first"]["user_faults"] for r in found)
+    assert "4 dialogue(s) run again with a fresh one (0 not spoiled the second time, 4 ended in an error)" in \
+        result.stdout.str()
+    assert not (suite.path / "cassettes/reference/user7-SD-Alarm-task-1.json.xz").exists()  # never a half recording
+
+
+VARYING_BOT = '''
+import itertools
+_n = itertools.count(1)
+
+def reply(request):
+    return f"Your usual alarm is set, as you like it. (reply {next(_n)})"
+'''
+STEADY_BOT = '''
+def reply(request):
+    said = sum(1 for m in request.get("messages", []) if m.get("role") == "user")
+    return f"Your usual alarm is set, as you like it. (turn {request['turn']}, {said})"
+'''
+BOT = ("--user-model", "openai:fake-user", "--judge-model", "openai:fake-judge", "--profiles", "7", "--domains",
+       "Alarm", "-k", "task-1", "--assistant", "my-bot")
+
+
+def _bot_project(pytester, code: str):
+    from .support.project import suite_project
+
+    suite_project(pytester, '[assistants.my-bot]\nkind = "python"\ncallable = "mybot:reply"\npath = ["."]\n')
+    pytester.makepyfile(mybot=code)
+    return pytester
+
+
+@pytest.mark.parametrize("mode", ["once", "new_episodes"])
+def test_a_bots_second_dialogue_is_not_compared_with_its_first_as_a_recording(pytester, mode):
+    """A bot whose every reply differs: its second dialogue meets the first's request again, and the first's reply,
+    recorded moments before in this run, is no recording of it - never a 'reply changed'."""
+    from .support.project import latest_results, run_against
+
+    project = _bot_project(pytester, VARYING_BOT)
+    with FakeLLM(Script(terminate_after=3, loop_first_dialogue=True)) as fake:
+        run_against(project, fake.url, *BOT, "--record-mode", mode, "--rerun-user-faults")
+    (row,) = read_rows(latest_results(project.path))
+    assert row["rerun"]["first"] and row["reply_change"] is None and row["status"] == "passed"
+
+
+@pytest.mark.parametrize("mode", ["once", "new_episodes", "all"])
+def test_a_bots_two_dialogues_rejudge_as_recorded_in_every_record_mode(pytester, mode):
+    """Each turn of both dialogues is in the cassette - the second's first turn too, though its request and reply are
+    the first's - so --rejudge plays them all and judges the same dialogue alike."""
+    from .support.project import latest_results, run_against
+
+    project = _bot_project(pytester, STEADY_BOT)
+    with FakeLLM(Script(terminate_after=3, loop_first_dialogue=True, judge_rule=_judged_by_dialogue)) as fake:
+        run_against(project, fake.url, *BOT, "--record-mode", mode, "--rerun-user-faults")
+    (recorded,) = read_rows(latest_results(project.path))
+    with FakeLLM(Script(judge_rule=_judged_by_dialogue)) as judge:
+        run_against(project, judge.url, *BOT, "--rejudge", "--record-mode", "all")
+    (rejudged,) = read_rows(latest_results(project.path))
+    assert recorded["scores"]["personalization"] == 4 and rejudged["scores"] == recorded["scores"]
+    assert rejudged["dialogue_digest"] == recorded["dialogue_digest"] and rejudged["rerun"]["first"]
+
+
+def test_the_rerecord_command_keeps_the_option_that_shapes_the_recording(tmp_path):
+    from personalens_testkit.run.recording import Recording
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    settings = resolve_settings({"rerun_user_faults": True}, tmp_path, {})
+    assert Recording(settings, [], assistant_is_bot=False).rerecord_command("suites/ -k x").endswith(
+        "--record-mode all --rerun-user-faults")

@@ -228,10 +228,10 @@ def test_the_estimates_stand_in_answers_every_judge_schema_with_an_answer_that_r
     """The estimate's stand-in model answers the review as it answers every judgement: validly (an answer it could not
     read would price a failed review, not one)."""
     from personalens_testkit.agents.answers import SCHEMAS, parse_answer
-    from personalens_testkit.costs.shape import _judge_answer
+    from personalens_testkit.costs.shape import stand_in_answer
 
     for model, schema in SCHEMAS.items():
-        parse_answer(_judge_answer(schema, 40), model, model.__name__)
+        parse_answer(stand_in_answer(schema, 40), model, model.__name__)
 
 
 def test_the_review_runs_on_its_own_model_recorded_and_replayed_like_every_role(suite):  # noqa: F811

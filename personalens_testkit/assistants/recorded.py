@@ -15,7 +15,10 @@ from that turn on, and the new turns join the cassette.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from dataclasses import replace
+from typing import Any
 
 from ..errors import ReplyChangedError
 from ..replay.cassette import Cassette, Request
@@ -42,6 +45,9 @@ class RecordedBot:
         self.name = inner.name
         self.context = inner.context
         self.replay = replay
+        #: per cassette, how often this run gave each reply to each request (:meth:`_stored_fewer`)
+        self._met: weakref.WeakKeyDictionary[Cassette, dict[tuple[Any, str], int]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     def reply(self, turn: AssistantInput) -> AssistantReply:
         cassette = ACTIVE.get()
@@ -60,7 +66,7 @@ class RecordedBot:
             return reply
         if not same:  # new_episodes: the dialogue goes on live from this turn
             reply = replace(reply, recorded=recorded[-1])
-        if not (cassette.record_mode == "new_episodes" and recorded and same):  # not stored twice
+        if self._stored_fewer(cassette, request, reply.text):  # a reply the file holds already is not stored twice
             usage = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
             answer = json.dumps({"reply": reply.text, "usage": usage}, ensure_ascii=False).encode("utf-8")
             cassette.record(request, {
@@ -72,10 +78,27 @@ class RecordedBot:
 
     @staticmethod
     def _recorded_replies(cassette: Cassette, request: Request) -> list[str]:
-        """The replies recorded for this very turn (the same request), read without playing them."""
+        """The replies the cassette's file holds for this very turn (the same request), read without playing them -
+        never one this run recorded (a scenario's second dialogue, ``--rerun-user-faults``, meets its first's
+        requests again: those are no recording to compare with)."""
         if cassette.record_mode == "all":
             return []
-        return [json.loads(found["body"]["string"]).get("reply") for found in cassette.answers_to(request)]
+        return [json.loads(found["body"]["string"]).get("reply") for found in cassette.answers_to(request, read=True)]
+
+    def _stored_fewer(self, cassette: Cassette, request: Request, text: str) -> bool:
+        """Whether the cassette holds this reply to this request fewer times than this run has now given it: then it
+        is stored, so that a replay (``--rejudge``) plays as many as the run met - a second dialogue that meets the
+        first's request again gets its own answer. In ``new_episodes``, a reply the file holds already is not stored
+        twice."""
+        key = (request.key(), text)
+        with self._lock:
+            met = self._met.setdefault(cassette, {})
+            met[key] = met.get(key, 0) + 1
+            given = met[key]
+        if cassette.record_mode != "new_episodes":
+            return True
+        stored = [json.loads(found["body"]["string"]).get("reply") for found in cassette.answers_to(request)]
+        return sum(reply in (text, _as_stored(text)) for reply in stored) < given
 
     def check(self) -> None:
         if not self.replay:

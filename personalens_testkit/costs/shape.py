@@ -69,7 +69,7 @@ class StandIn:
     def complete(self, request: ChatRequest) -> ChatResponse:
         prompt = sum(len(m.content) for m in request.messages)
         if request.json_schema is not None:
-            text = _judge_answer(request.json_schema, self.length.judge)
+            text = stand_in_answer(request.json_schema, self.length.judge)
         elif request.purpose == "user_agent":
             self.user_calls += 1
             text = "x" * self.length.user + (" TERMINATE" if self.user_calls > self.turns else "")
@@ -104,7 +104,7 @@ def _tokens(chars: int) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-def _judge_answer(schema: dict[str, Any], size: int) -> str:
+def stand_in_answer(schema: dict[str, Any], size: int) -> str:
     """A valid answer to a judge request: the first value each field allows, the reason ``size`` characters."""
     properties = schema.get("properties", {})
     answer: dict[str, Any] = {}

@@ -89,8 +89,10 @@ def reruns(rows: Sequence[Any]) -> str:
     refused = [row.rerun.refused for row in rows if row.rerun is not None and row.rerun.refused]
     if not again and not refused:
         return ""
-    clean = sum(effect(row.user_faults or ()) is None for row in again)
-    said = f"{len(again)} dialogue(s) run again with a fresh one ({clean} not spoiled the second time)"
+    failed = sum(row.status == "error" for row in again)
+    clean = sum(effect(row.user_faults or ()) is None and row.status != "error" for row in again)
+    said = f"{len(again)} dialogue(s) run again with a fresh one ({clean} not spoiled the second time" + (
+        f", {failed} ended in an error)" if failed else ")")
     return said + (f", {len(refused)} not run again ({refused[0]})" if refused else "")
 
 

@@ -64,6 +64,8 @@ class OpenAICompatibleChat:
         all_headers = dict(headers or {})
         if api_key:
             all_headers["Authorization"] = f"Bearer {api_key}"
+        #: what every request to the endpoint carries (its key among them): a batch engine's requests carry it too
+        self.request_headers: dict[str, str] = dict(all_headers)
         self._client = bounded_client(timeout_s=timeout_s, base_url=self.base_url, headers=all_headers,
                                       transport=transport)
 

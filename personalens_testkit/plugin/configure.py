@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import signal
+import sys
 import threading
 import warnings
 from typing import Any
@@ -121,10 +122,22 @@ def before_cases(run: Run, *, reach: bool) -> None:
     run.expectations  # noqa: B018
     run.cases.resumed  # noqa: B018
     check_calibration(run)
+    if reach and run.settings.judge_batch != "off":  # the batch engine's jobs: their answers in, or it is reachable
+        from ..run.batch_judging import check_engines, collect
+
+        if run.settings.judge_batch == "collect":
+            say(collect(run.settings, run.models.context(), run.recording.plan.cassettes, say=say))
+        else:
+            check_engines(run.settings, run.models.context())
     run.preflight(reach=reach)
     run.recording.plan.check_runnable()
     if reach:
         run.carry_resumed_rows()
+
+
+def say(line: str) -> None:
+    """A line to the terminal before pytest's own output starts (not captured: a wait's progress is seen live)."""
+    print(redact(f"personalens: {line}"), file=sys.__stderr__, flush=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -33,6 +33,8 @@ class ControllerHooks:
         self.session: pytest.Session | None = None
         #: the lanes scheduler of an ``-n N --concurrency K`` run (its queue files are removed at the end)
         self.scheduler: Any = None
+        #: --judge-batch submit: what was sent, in lines
+        self.batch_lines: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -80,6 +82,12 @@ class ControllerHooks:
         try:
             self.outcome = self.run.finish(stopped=self.controller.stopped, interrupted=interrupted,
                                            decision=self.controller.decision)
+            if self.run.settings.judge_batch == "submit" and self.outcome is not None:
+                from ..run.batch_judging import submit_at_end  # --judge-batch submit's: loaded when asked for
+
+                run = self.run
+                self.batch_lines = submit_at_end(run.settings, run.run_dir, run.run_id, run.models.context,
+                                                 sent=not interrupted and self.controller.stopped is None)
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -128,6 +136,8 @@ class ControllerHooks:
             write(f"personalens: {outcome.recorded_rows} recorded result rows -> {self.run.recording.recorded_path}")
         if self.run.recording.kept_back:
             write(f"personalens: {self.run.recording.kept_back}")
+        for line in self.batch_lines:
+            write(redact(f"personalens: {line}"), bold=True)
         session = self.session
         if (outcome is None and session is not None and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
                 and not session.testscollected and asked_for_personalens(session.config)):

@@ -203,11 +203,13 @@ class Cassette:
             raise self.miss(stored)
         return answer
 
-    def answers_to(self, request: Request) -> list[Answer]:
+    def answers_to(self, request: Request, *, read: bool = False) -> list[Answer]:
         """Every recorded answer to a request, played or not, without playing them (a ``new_episodes`` recording
-        may hold several: a bot's turn before and after its reply changed)."""
+        may hold several: a bot's turn before and after its reply changed); ``read``: only those read from the
+        file, not those recorded since."""
         stored = self._filter_request(request)
-        return [] if stored is None else [self.data[index][1] for index in self._matches(stored)]
+        found = [] if stored is None else self._matches(stored)
+        return [self.data[index][1] for index in found if not read or index < self._from_file]
 
     def record(self, request: Request, answer: Answer) -> None:
         """Record a request and its answer, filtered as every recording is (the caller's dicts are not changed)."""

@@ -16,12 +16,13 @@ from ..agents.calls import CallLog
 from ..agents.judge import Judge
 from ..agents.user_agent import UserAgent
 from ..assistants.base import Assistant
-from ..callsite import CURRENT_CASE, step
+from ..callsite import CURRENT_CASE, CallRole, step
 from ..data.context import build_context
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..errors import PersonalensError, StorageError
 from ..evaluation import Evaluation, Evaluator
+from ..llm.base import ChatModel
 from ..gating.thresholds import ScenarioFloors
 from ..secrets import redact
 from ..settings import RunSettings
@@ -33,6 +34,7 @@ from .assistant import AssistantUnderTest
 from .models import ModelPool
 from .recording import Recording
 from .rerun import UserAgentRerun
+from .batch_judging import Deferring, keeping, kept_for_batch
 from .stop import StopSignal
 
 if TYPE_CHECKING:  # --max-cost's machinery loads when a run asks for it
@@ -65,13 +67,18 @@ class CaseRunner:
         return Evaluator(
             dataset=self.dataset, assistant=assistant,
             user_agent=UserAgent(models.chat(s.user_model, "user_agent"), reply_cut=s.reply_cut),
-            judge=Judge(models.chat(s.judge_model, "judge"), parallel=models.judge_parallel(),
+            judge=Judge(self._judging(s.judge_model, "judge"), parallel=models.judge_parallel(),
                         turn_method=s.turn_level_method),
             max_turns=s.max_turns, turn_level=s.turn_level, leak_check=s.leak_check,
-            reviewer=Judge(models.chat(s.review_user_model, "reviewer")) if s.review_user else None,
+            reviewer=Judge(self._judging(s.review_user_model, "reviewer")) if s.review_user else None,
             retest_share=s.judge_retest,
             retry=s.retry, time_limit_s=s.scenario_timeout_s, rerun=self.reruns,
         )
+
+    def _judging(self, spec: str, role: CallRole) -> ChatModel:
+        """A judging role's model; under ``--judge-batch submit`` its calls are kept for a batch job, never sent."""
+        model = self.models.chat(spec, role)
+        return Deferring(model, role, spec) if self.settings.judge_batch == "submit" else model
 
     @cached_property
     def transcripts(self) -> TranscriptFile:
@@ -163,10 +170,15 @@ class CaseRunner:
             except Exception as exc:  # e.g. an embedded server that did not start: an error of every case
                 return Evaluation.failed(scenario, exc, phase="starting the models",
                                          max_turns=self.settings.max_turns, repeat=repeat)
-            with self._taking_turns():
-                return evaluator.evaluate(scenario, cassette, repeat=repeat)
+            if self.settings.judge_batch != "submit":
+                with self._taking_turns():
+                    return evaluator.evaluate(scenario, cassette, repeat=repeat)
+            with self._taking_turns(), keeping() as kept:
+                evaluation = evaluator.evaluate(scenario, cassette, repeat=repeat)
+            return kept_for_batch(evaluation, kept, self.run_dir, self.process)
         finally:
             CURRENT_CASE.reset(token)
+
 
     @contextlib.contextmanager
     def _taking_turns(self) -> Iterator[None]:

@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ..callsite import JUDGING_ROLES
 from ..data.models import Scenario, case_id
 from ..errors import PersonalensError
 from ..replay.cassettes import ScenarioCassettes
@@ -41,6 +42,10 @@ class Recording:
 
     @property
     def live_roles(self) -> frozenset[str]:
+        """The roles whose calls may reach a live model (``--judge-batch submit``: never the judging roles - their
+        calls go to the batch engine at the end of the run)."""
+        if self.settings.judge_batch == "submit":
+            return self.plan.live_roles - JUDGING_ROLES
         return self.plan.live_roles
 
     def shown(self, path: Path) -> str:
@@ -70,7 +75,9 @@ class Recording:
         """The command that re-records one case (``target``: its node id, quoted here)."""
         target = target if target.startswith("suites/ ") else f"'{target}'"
         line = f"pytest {target} --assistant {self.settings.assistant} --record-mode all"
-        return line + (" --rejudge" if self.settings.rejudge else "")
+        # what shapes a recording goes with it: a case recorded with two dialogues is recorded so again
+        return line + (" --rerun-user-faults" if self.settings.rerun_user_faults else "") + (
+            " --rejudge" if self.settings.rejudge else "")
 
     # -- recorded results ------------------------------------------------------------------------
     @property

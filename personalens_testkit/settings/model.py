@@ -43,6 +43,11 @@ class RunSettings:
     record_mode: str = "none"
     #: replay the dialogues, judge them again
     rejudge: bool = False
+    #: --judge-batch: off, submit (the judge's calls sent as batch jobs at the end of the run) or collect (their
+    #: answers read into the judge's cassettes, then judged from them); with --batch-wait, how often to look
+    judge_batch: str = "off"
+    batch_wait: bool = False
+    batch_poll_s: float = 60.0
     #: tries per scenario (each with its own cassette)
     repeat: int = 1
     turn_level: bool = False

@@ -83,6 +83,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
     catalogue.entry(assistant)  # an unknown name fails here, listing the known ones
     specs = _model_specs(values, config, catalogue)
     retries = values["retries"]
+    batch = _judge_batch(values)
     return RunSettings(
         resolved={setting.name: values[setting.name] for setting in SETTINGS},
         selection=_selection(values), data_path=values.path("personalens_data"), max_turns=values["max_turns"],
@@ -93,8 +94,10 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         user_model=specs["user_model"], judge_model=specs["judge_model"], review_user_model=specs["review_user_model"],
         thresholds_path=_thresholds(values), results_dir=values.path("results_dir"),  # type: ignore[arg-type]
         expectations=values.path("expectations"),  # a run checks it exists; `expectations update` may create it
-        cassette_dir=values.path("cassette_dir"), record_mode=check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
-        rejudge=bool(values["rejudge"]), repeat=values["repeat"], turn_level=bool(values["turn_level"]),
+        cassette_dir=values.path("cassette_dir"),
+        record_mode="none" if batch == "collect" else check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
+        rejudge=bool(values["rejudge"]) or batch == "collect", judge_batch=batch, batch_wait=bool(values["batch_wait"]),
+        batch_poll_s=values["batch_poll_s"], repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         turn_level_method=_choice(values, "turn_level_method"),
         completion_counting=_choice(values, "completion_counting"), reply_cut=_choice(values, "reply_cut"),
         leak_check=bool(values["leak_check"]), review_user=bool(values["review_user"]),
@@ -118,6 +121,21 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         bot_root=values.path("bot_root"), isolate_bot=bool(values["isolate_bot"]),
         bot_sandbox=values.path("bot_sandbox"),
     )
+
+
+def _judge_batch(values: _Values) -> str:
+    """``--judge-batch``: off, submit or collect, with what each cannot go with said in one line."""
+    batch = _choice(values, "judge_batch") or "off"
+    if batch == "submit" and values["judge_retest"]:
+        raise UsageError("--judge-batch submit judges nothing before its jobs end: --judge-retest (a second judgement "
+                         "beside the first) cannot be asked of it; give it to the collecting run")
+    mode, where = values.source("record_mode")
+    if batch == "collect" and where == "option" and mode != "none":  # a config's record mode is for other runs
+        raise UsageError(f"--judge-batch collect judges from the jobs' answers only: --record-mode {mode} would call "
+                         "the judge live; leave it out")
+    if batch == "off" and values["batch_wait"]:
+        raise UsageError("--batch-wait: only with --judge-batch collect")
+    return batch
 
 
 def _selection(values: _Values) -> Selection:

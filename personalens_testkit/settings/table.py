@@ -211,6 +211,15 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="{none,once,new_episodes,all}", default="none"),
     Setting("rejudge", "replay the recorded dialogues and judge them again (judge live, or from its own cassettes)",
             "flag", config=False),
+    Setting("judge_batch", "judge on the provider's batch engine (OpenAI-compatible endpoints with the Batch API): "
+            "submit runs the dialogues and sends the judge's calls as batch jobs at the end of the run (their answers "
+            "come within 24 h, at about half the price); collect reads the jobs' answers into the judge's cassettes and "
+            "judges the recorded dialogues from them, as --rejudge does (default: off, the judge answers each call)",
+            choices=("off", "submit", "collect"), default="off", config=False),
+    Setting("batch_wait", "with --judge-batch collect: wait, with progress, until the jobs end (default: say how far they "
+            "are and stop)", "flag", config=False),
+    Setting("batch_poll_s", "with --batch-wait: seconds between two looks at the jobs (default 60)", "float",
+            metavar="SECONDS", above=0, default=60.0),
     Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
             config=False),
     Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
@@ -300,6 +309,8 @@ NOT_IN_IDENTITY: dict[str, str] = {
     **dict.fromkeys(("record_mode", "rejudge"), "whether calls are replayed or made"),
     **dict.fromkeys(("baseline", "baseline_margin"), "what the run is compared with"),
     "judge_retest": "a second judgement beside a case's, never its score",
+    **dict.fromkeys(("judge_batch", "batch_wait", "batch_poll_s"), "where the judge's answers are made (online or "
+                    "by the provider's batch engine), not what they mean"),
     "resume_mismatch": "what a resume does with other rows",
     **dict.fromkeys(("retries", "retry_initial_s", "retry_max_s", "scenario_timeout"),
                     "whether a case errs, not its scores"),

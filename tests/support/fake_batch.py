@@ -20,7 +20,9 @@ OUTCOMES = ("ok", "error_line", "error_status", "malformed", "missing")
 
 class FakeBatchAPI:
     def __init__(self, *, outcomes: dict[str, str] | None = None, end: str = "completed", polls: int = 2,
-                 seed: int = 7, foreign: int = 0) -> None:
+                 seed: int = 7, foreign: int = 0, answer: Any = None) -> None:
+        #: what a record's chat answer says, from its request body (None: "answer to <record id>")
+        self.answer = answer
         #: each record's outcome by custom_id (others: ok)
         self.outcomes = outcomes or {}
         #: how the batch ends (completed, expired, failed, cancelled), after ``polls`` reads of its status
@@ -31,6 +33,8 @@ class FakeBatchAPI:
         self.uploads: list[dict[str, Any]] = []
         self.batches: dict[str, dict[str, Any]] = {}
         self.reads: dict[str, int] = {}
+        #: the Authorization header of every request
+        self.keys: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
@@ -78,7 +82,7 @@ class FakeBatchAPI:
         out, err = [], []
         for n, line in enumerate(lines):
             record, outcome = line["custom_id"], self.outcomes.get(line["custom_id"], "ok")
-            if outcome == "missing" or (batch is not None and self.end in ("expired", "failed") and n % 2):
+            if outcome == "missing" or (self.end in ("expired", "failed") and n % 2):
                 continue
             if outcome == "error_line":
                 err.append({"id": f"req_{n}", "custom_id": record, "response": None,
@@ -90,7 +94,8 @@ class FakeBatchAPI:
                                        "code": "invalid_value"}}}})
             else:
                 body: Any = {"id": f"chatcmpl-{n}", "object": "chat.completion", "model": line["body"]["model"],
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer to {record}"},
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content":
+                                          self.answer(line["body"]) if self.answer else f"answer to {record}"},
                                           "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 10 + n, "completion_tokens": 3, "total_tokens": 13 + n}}
                 if outcome == "malformed":
@@ -121,6 +126,7 @@ class FakeBatchAPI:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with fake._lock:
+                    fake.keys.append(self.headers.get("Authorization", ""))
                     if self.path == "/v1/files":
                         self._send(200, fake._upload(self.headers["Content-Type"], body))
                     elif self.path == "/v1/batches":
@@ -130,6 +136,10 @@ class FakeBatchAPI:
 
             def do_GET(self) -> None:
                 with fake._lock:
+                    fake.keys.append(self.headers.get("Authorization", ""))
+                    if self.path.split("?")[0] == "/v1/batches":
+                        return self._send(200, {"object": "list", "data": list(fake.batches.values())[-1:],
+                                                "has_more": False})
                     found = re.fullmatch(r"/v1/batches/(\w+)", self.path)
                     if found and found.group(1) in fake.batches:
                         return self._send(200, fake._status(found.group(1)))

@@ -105,7 +105,7 @@ class BedrockBatch:
             return BatchAnswer(record, error_code=str(detail.get("errorCode", "error")),
                                error=str(detail.get("errorMessage", "no output"))[:500])
         try:
-            return BatchAnswer(record, response=self.chat.answer_of(line["modelOutput"]))
+            return BatchAnswer(record, response=self.chat.answer_of(line["modelOutput"]), body=line["modelOutput"])
         except ModelError as exc:
             return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
 

@@ -62,6 +62,9 @@ class BatchAnswer:
     response: ChatResponse | None = None
     error_code: str | None = None
     error: str | None = None
+    #: the provider's answer as its online call returns it (a chat completion's body, a Converse answer), for a
+    #: recording; None for a record in error
+    body: Any = None
 
     @property
     def ok(self) -> bool:

@@ -34,12 +34,19 @@ class OpenAIBatch:
     minimum = 1
     maximum = 50_000
 
-    def __init__(self, chat: OpenAICompatibleChat, *, api_key: str | None = None, timeout_s: float = 300.0,
+    def __init__(self, chat: OpenAICompatibleChat, *, timeout_s: float = 300.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.chat = chat
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = bounded_client(timeout_s=timeout_s, base_url=chat.base_url, headers=headers,
+        self._client = bounded_client(timeout_s=timeout_s, base_url=chat.base_url, headers=chat.request_headers,
                                       transport=transport)
+
+    def check(self) -> None:
+        """That the endpoint offers the Batch API to this key (``GET /batches?limit=1``): a ModelError saying what it
+        answered when it does not - before any dialogue of a run that will send its jobs there."""
+        found = self._json("GET", "/batches", params={"limit": 1}).get("data")
+        if not isinstance(found, list) or any(not isinstance(b, dict) or b.get("object") != "batch" for b in found):
+            raise ModelError(f"GET /batches: {self.chat.base_url} answers, but not with a list of batches: it does not "
+                             "offer the Batch API", model=self.chat.spec)
 
     def submit(self, requests: Sequence[BatchRequest], name: str) -> BatchJob:
         """Upload the requests and start their batch; the job as a run keeps it."""
@@ -98,7 +105,8 @@ class OpenAIBatch:
             text = str(detail.get("message", "")) if isinstance(detail, dict) else ""
             return BatchAnswer(record, error_code=code, error=text[:500] or f"HTTP {status}")
         try:
-            return BatchAnswer(record, response=self.chat.answer_of(json.dumps(response.get("body"))))
+            return BatchAnswer(record, response=self.chat.answer_of(json.dumps(response.get("body"))),
+                               body=response.get("body"))
         except ModelError as exc:
             return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
 

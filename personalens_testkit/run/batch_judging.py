@@ -1,0 +1,285 @@
+"""``--judge-batch``: the judge's calls answered by the provider's batch engine (:mod:`~..llm.batch`) instead of one
+by one - about half the price, within 24 hours. Two runs, in any two processes:
+
+- **submit** (``--judge-batch submit``): the dialogues run as always (live and recorded, or replayed with
+  ``--rejudge``); the judge's and the reviewer's calls are not sent but kept (a stand-in answer lets the judging go
+  on to every call it makes: the six dimensions, ``--turn-level``, ``--leak-check``, ``--review-user``), and the case
+  is *not scored* - its row says its calls went to the batch engine; no score is made of a stand-in. At the end of
+  the run the controller sends every kept call as batch jobs and keeps the jobs - ids, each record's case and
+  request - in the judge's re-judging folder (``<cassettes>/<assistant>/rejudged/<judge>/batch-jobs.json``).
+- **collect** (``--judge-batch collect``, which re-judges: ``--rejudge``, record mode none): before any case, the
+  jobs are looked at - still running: the run says how far they are and stops (``--batch-wait``: it waits, with
+  progress) -, their answers are joined back on their record ids and written into the judge's cassettes as the
+  answers to the very requests the judge sends online (a record in error as the provider's error, with its code);
+  then the recorded dialogues are judged from those cassettes, through the same answer grammar, into the same rows,
+  reports, gates and verdict as an online run - and replay offline alike, ever after (``--rejudge``).
+
+This step takes OpenAI-compatible judges (the OpenAI Batch API); Bedrock's engine is built
+(:mod:`~..llm.batch.bedrock_batch`) but not offered here yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from ..callsite import JUDGING_ROLES, CallRole
+from ..costs.shape import stand_in_answer
+from ..data.models import case_id
+from ..errors import BatchPendingError, StorageError, UsageError
+from ..files import write_bytes_atomically
+from ..llm import json_body
+from ..llm.base import ChatModel, ChatRequest, ChatResponse, Message
+from ..llm.batch.jobs import BatchAnswer, BatchJob, BatchRequest, record_ids
+from ..replay.cassette import Request
+from ..replay.store import assistant_dir, assistant_folder
+
+if TYPE_CHECKING:
+    from ..evaluation import Evaluation
+    from ..llm.batch.openai_batch import OpenAIBatch
+    from ..llm.registry import ModelContext
+    from ..settings import RunSettings
+
+#: the folder of a run that holds the judge calls each process kept (one file a process)
+REQUESTS = "batch-requests"
+STATE_NAME = "batch-jobs.json"
+#: the calls the running case's judging made, in order: (role, the role's model spec, request)
+PENDING: ContextVar[list[tuple[str, str, ChatRequest]] | None] = ContextVar("personalens_batch_pending", default=None)
+_WRITING = threading.Lock()
+
+
+class Deferring:
+    """A judging role's model under ``--judge-batch submit``: each call kept for the running case
+    (:data:`PENDING`), answered at once by a stand-in that reads, never sent."""
+
+    def __init__(self, inner: ChatModel, role: CallRole, named: str) -> None:
+        self.inner, self.role, self.named = inner, role, named
+        self.spec = inner.spec
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        pending = PENDING.get()
+        if pending is None:
+            raise UsageError("--judge-batch submit: a judge call outside a case cannot be kept for a batch job")
+        pending.append((self.role, self.named, request))
+        return ChatResponse(text=stand_in_answer(request.json_schema or {}, 8), model=self.spec)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@contextlib.contextmanager
+def keeping() -> Iterator[list[tuple[str, str, ChatRequest]]]:
+    """The judge calls of the case evaluated inside, kept (:class:`Deferring`)."""
+    kept: list[tuple[str, str, ChatRequest]] = []
+    token = PENDING.set(kept)
+    try:
+        yield kept
+    finally:
+        PENDING.reset(token)
+
+
+def request_json(request: ChatRequest) -> dict[str, Any]:
+    return {"messages": [[m.role, m.content, m.cache_prefix] for m in request.messages], "purpose": request.purpose,
+            "temperature": request.temperature, "max_tokens": request.max_tokens, "top_p": request.top_p,
+            "json_schema": request.json_schema, "schema_name": request.schema_name, "stop": list(request.stop)}
+
+
+def request_of(data: Any) -> ChatRequest:
+    """A kept request read back; a ValueError when it is not one."""
+    try:
+        return ChatRequest(messages=tuple(Message(role, content, prefix) for role, content, prefix in data["messages"]),
+                           purpose=data["purpose"], temperature=data["temperature"], max_tokens=data["max_tokens"],
+                           top_p=data["top_p"], json_schema=data["json_schema"], schema_name=data["schema_name"],
+                           stop=tuple(data["stop"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a kept request is not one ({type(exc).__name__}: {exc})") from None
+
+
+def keep_calls(run_dir: Path, process: str, case: str, kept: list[tuple[str, str, ChatRequest]]) -> None:
+    """A case's kept calls, appended to its process's file in the run folder (one write a case)."""
+    folder = run_dir / REQUESTS
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps({"case": case, "role": role, "spec": spec, "request": request_json(request)},
+                               ensure_ascii=False) + "\n" for role, spec, request in kept)
+    with _WRITING, open(folder / f"{process}.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(lines)
+
+
+def kept_for_batch(evaluation: Evaluation, kept: list[tuple[str, str, ChatRequest]], run_dir: Path,
+                   process: str) -> Evaluation:
+    """A submit run's case once evaluated: its judge calls kept in the run folder, the case not scored (no score is
+    made of a stand-in answer), its calls the dialogue's only (every judging call was kept, none made)."""
+    log = evaluation.dialogue.log
+    log.records = [record for record in log.records if record.role not in JUDGING_ROLES]
+    if kept and evaluation.error is None:
+        try:
+            keep_calls(run_dir, process, case_id(evaluation.scenario.scenario_id, evaluation.repeat), kept)
+            evaluation.fail(BatchPendingError(len(kept)), "judging")
+        except OSError as exc:  # a full disk, say: the case's error, as any write's
+            evaluation.fail(StorageError(run_dir / REQUESTS, exc), "keeping the judge calls")
+    return evaluation
+
+
+def state_path(settings: RunSettings) -> Path:
+    """Where a submitted run keeps its jobs: beside the judge's re-judging cassettes."""
+    return assistant_dir(settings.cassette_dir, settings.assistant) / "rejudged" / assistant_folder(
+        settings.judge_model) / STATE_NAME
+
+
+def _engine(spec: str, role: str, context: ModelContext) -> OpenAIBatch:
+    from ..llm.batch.openai_batch import OpenAIBatch
+    from ..llm.openai_compat import OpenAICompatibleChat
+    from ..llm.registry import create_model
+
+    chat = create_model(spec, context, role)
+    if not isinstance(chat, OpenAICompatibleChat):
+        raise UsageError(f"--judge-batch: the {role}'s model {spec} is not behind an OpenAI-compatible endpoint: only "
+                         "those are judged on a batch engine so far")
+    return OpenAIBatch(chat)
+
+
+def check_engines(settings: RunSettings, context: ModelContext) -> None:
+    """Before any dialogue of a submit run: each judging role's endpoint offers the Batch API to its key."""
+    roles = {"judge": settings.judge_model, **({"reviewer": settings.review_user_model} if settings.review_user else {})}
+    for role, spec in roles.items():
+        engine = _engine(spec, role, context)
+        try:
+            engine.check()
+        finally:
+            engine.close()
+
+
+def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext) -> list[str]:
+    """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model), the jobs kept
+    (:func:`state_path`); what was done, in lines."""
+    kept = []
+    for path in sorted((run_dir / REQUESTS).glob("*.jsonl")):
+        kept += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not kept:
+        return ["--judge-batch submit: no judge call was kept, no job sent"]
+    ids = record_ids(len(kept))
+    records = {record: entry for record, entry in zip(ids, kept)}
+    jobs = []
+    for (spec, role), chunk in _by_model(records).items():
+        engine = _engine(spec, role, context)
+        for n in range(0, len(chunk), engine.maximum):
+            part = chunk[n:n + engine.maximum]
+            job = engine.submit([BatchRequest(r, request_of(records[r]["request"])) for r in part],
+                                name=f"personalens-{run_id}-{len(jobs) + 1}")
+            jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
+        engine.close()
+    state = {"version": 1, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
+    path = state_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
+    cases = len({entry["case"] for entry in kept})
+    return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
+            f"({', '.join(j['job']['job_id'] for j in jobs)}); kept in {path}",
+            "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
+
+
+def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Callable[[], ModelContext], *,
+                  sent: bool) -> list[str]:
+    """Controller, at the end of a submit run: its kept judge calls sent as batch jobs (``sent``: the run ended as it
+    should; one interrupted or stopped early sends nothing - its kept calls stay in its folder)."""
+    if not sent:
+        return [f"--judge-batch submit: no batch job sent (the run did not finish); its kept judge calls are in "
+                f"{run_dir / REQUESTS}"]
+    return submit_kept(settings, run_dir, run_id, context())
+
+
+def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for record, entry in records.items():
+        found.setdefault((entry["spec"], entry["role"]), []).append(record)
+    return found
+
+
+def read_state(settings: RunSettings) -> dict[str, Any]:
+    """A submit run's jobs, read back; a UsageError naming the file and what is wrong with it."""
+    path = state_path(settings)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--judge-batch collect: no batch jobs were submitted for the judge {settings.judge_model} "
+                         f"(no {path}): run --judge-batch submit first") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--judge-batch collect: {path} cannot be read ({exc})") from None
+    try:
+        jobs = [(j["spec"], j["role"], BatchJob.from_dict(j["job"])) for j in state["jobs"]]
+        records = state["records"]
+        for record in records.values():
+            request_of(record["request"])
+            if not isinstance(record["case"], str):
+                raise ValueError("a record's case: a case id expected")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"--judge-batch collect: {path} is not a submit run's jobs ({exc})") from None
+    return {"jobs": jobs, "records": records, "path": path}
+
+
+def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say: Callable[[str], None],
+            sleep: Callable[[float], None] = time.sleep) -> str:
+    """Controller, before any case of a collect run: the jobs' answers into the judge's cassettes (waiting for the
+    jobs with ``--batch-wait``); a UsageError, saying how far they are, when they still run. Returns what was done."""
+    state = read_state(settings)
+    engines = {(spec, role): _engine(spec, role, context) for spec, role, _ in state["jobs"]}
+    try:
+        while True:
+            states = [engines[(spec, role)].state(job) for spec, role, job in state["jobs"]]
+            running = [s for s in states if not s.finished]
+            answered = sum(s.answered or 0 for s in states)
+            if not running:
+                break
+            where = f"{len(running)} of {len(states)} batch job(s) still running, {answered} of " \
+                    f"{len(state['records'])} record(s) answered so far"
+            if not settings.batch_wait:
+                raise UsageError(f"--judge-batch collect: {where}; run it again later, or with --batch-wait")
+            say(f"{where}; looking again in {settings.batch_poll_s:g} s")
+            sleep(settings.batch_poll_s)
+        found: dict[str, BatchAnswer] = {}
+        for spec, role, job in state["jobs"]:
+            found.update({a.record_id: a for a in engines[(spec, role)].answers(job)})
+        errors = _record(state["records"], found, engines, cassettes)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s) read into the "
+            f"judge's cassettes ({errors} in error, each its case's error with the provider's code)")
+
+
+def _record(records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer], engines: dict[tuple[str, str], Any],
+            cassettes: Any) -> int:
+    """Each case's answers written into its re-judging cassette, in the order its judging asked; how many in error."""
+    by_case: dict[str, list[str]] = {}
+    for record, entry in records.items():
+        by_case.setdefault(entry["case"], []).append(record)
+    errors = 0
+    for case, ids in by_case.items():
+        with cassettes.use(cassettes.judge_path(case), "all") as cassette:
+            for record in ids:
+                entry = records[record]
+                chat = engines[(entry["spec"], entry["role"])].chat
+                payload = chat.payload(request_of(entry["request"]))
+                request = Request("POST", f"{chat.base_url}/chat/completions", json_body.body(payload),
+                                  {"content-type": "application/json"})
+                answer = found.get(record) or BatchAnswer(record, error_code="missing", error="no result")
+                errors += not answer.ok
+                cassette.record(request, _stored(answer))
+    return errors
+
+
+def _stored(answer: BatchAnswer) -> dict[str, Any]:
+    """A record's answer as the online call's answer: the chat completion, or the provider's error (HTTP 400: an
+    answer, never retried), its code first."""
+    if answer.ok:
+        body, status = answer.body, {"code": 200, "message": "OK"}
+    else:
+        body = {"error": {"code": answer.error_code, "message": f"{answer.error_code}: {answer.error} (batch)"}}
+        status = {"code": 400, "message": "Bad Request"}
+    return {"status": status, "headers": {"content-type": ["application/json"]},
+            "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}
