@@ -297,9 +297,9 @@ def test_a_submit_run_whose_judge_has_no_batch_engine_stops_before_any_dialogue(
 
 
 @pytest.mark.parametrize("kept, said", [
-    (None, "no batch jobs were submitted for the judge batch-judge"),
+    (None, "no batch jobs wait to be collected for the judge batch-judge"),
     ("{not json", "cannot be read"),
-    ('{"jobs": [{"spec": "x", "role": "judge", "job": {"engine": "openai"}}], "records": {}}', "not a submit run's jobs"),
+    ('{"version": 2, "jobs": [{"spec": "x", "role": "judge", "job": {"engine": "openai"}}], "records": {}}', "not a submit run's jobs"),
 ])
 def test_collecting_without_a_submit_runs_jobs_is_one_line_naming_the_file(pytester, monkeypatch, kept, said):
     from .support.project import suite_project
@@ -314,20 +314,151 @@ def test_collecting_without_a_submit_runs_jobs_is_one_line_naming_the_file(pytes
     assert len([line for line in result.stderr.str().splitlines() if line.startswith("ERROR")]) == 1
 
 
-@pytest.mark.parametrize("args, said", [
-    (("--judge-batch", "submit", "--judge-retest", "0.5"), "--judge-retest"),
-    (("--judge-batch", "collect", "--record-mode", "once"), "--record-mode once would call the judge live"),
-    (("--batch-wait",), "only with --judge-batch collect"),
-    (("--judge-batch", "later"), "'later' is not one of off, submit, collect"),
+@pytest.mark.parametrize("options, said", [
+    ({"judge_batch": "submit", "judge_retest": 0.5}, "--judge-retest cannot go with it"),
+    ({"judge_batch": "collect", "judge_retest": 0.5}, "--judge-retest cannot go with it"),
+    ({"judge_batch": "collect", "record_mode": "once"}, "--record-mode once would call the judge live"),
+    ({"batch_wait": True}, "--batch-wait: only with --judge-batch collect"),
+    ({"judge_batch": "submit", "batch_poll_s": 5.0}, "--batch-poll-s: only with --judge-batch collect"),
+    ({"judge_batch": "later"}, "'later' is not one of off, submit, collect"),
 ])
-def test_what_the_batch_mode_cannot_go_with_is_refused_in_one_line(tmp_path, args, said):
+def test_what_the_batch_mode_cannot_go_with_is_refused_in_one_line(tmp_path, options, said):
     from personalens_testkit.errors import UsageError
     from personalens_testkit.settings.resolve import resolve_settings
 
-    options = {}
-    for flag, value in zip(args[::2] if "--batch-wait" not in args else (), args[1::2]):
-        options[flag.removeprefix("--").replace("-", "_")] = float(value) if flag == "--judge-retest" else value
-    if "--batch-wait" in args:
-        options["batch_wait"] = True
     with pytest.raises(UsageError, match=said):
         resolve_settings(options, tmp_path, {})
+
+
+def _hashed(text: str) -> dict:
+    """A judge whose every score follows from what it reads: a request answered for another is seen."""
+    import zlib
+
+    v = zlib.crc32(text.encode())
+    return {"personalization": 1 + v % 4, "naturalness_assistant": 1 + (v >> 3) % 5,
+            "coherence_assistant": 1 + (v >> 6) % 5, "naturalness_user": 1 + (v >> 9) % 5,
+            "coherence_user": 1 + (v >> 12) % 5, "task_completion": bool((v >> 15) % 2)}
+
+
+def _judging(row: dict) -> tuple:
+    return (row["scenario_id"], row["repeat"], row["scores"], row["turn_personalization"], row["preference_leak"],
+            row["user_review"], (row["error"] or {}).get("kind"))
+
+
+def _batch_project(pytester, batch_url: str, model: str = "fake-judge") -> None:
+    from .support.project import suite_project
+
+    suite_project(pytester, f'record_mode = "all"\n[models.batch-judge]\nkind = "openai"\nmodel = "{model}"\n'
+                            f'base_url = "{batch_url}"\n')
+
+
+def _submit_and_collect(pytester, monkeypatch, args=(), *, edit=None, script=None, env=(), online=True):
+    """Submit, (edit what a submit keeps,) collect in another process, then the same judge online: the three runs'
+    rows, and the collect run's result."""
+    from .support.fake_llm import FakeLLM, Script
+    from .support.project import latest_results, read_rows
+
+    script = script or Script(terminate_after=2, vary_assistant_text=True, judge_rule=_hashed)
+    base = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+            "--judge-model", "batch-judge", "--profiles", "7", "--domains", "Alarm", *args)
+    for name, value in env:
+        monkeypatch.setenv(name, value)
+    with FakeLLM(script) as fake, FakeBatchAPI(answer=FakeLLM(script).answer, polls=1) as batch:
+        _batch_project(pytester, batch.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        pytester.runpytest_subprocess(*base, "--judge-batch", "submit")
+        submitted = read_rows(latest_results(pytester.path))
+        if edit is not None:
+            edit(pytester.path)
+        collect = pytester.runpytest_subprocess(*base, "--judge-batch", "collect")
+        collected = read_rows(latest_results(pytester.path)) if collect.ret != pytest.ExitCode.USAGE_ERROR else []
+        if not online:
+            return submitted, collect, collected, []
+        _batch_project(pytester, fake.url)  # the same judge, online
+        pytester.runpytest_subprocess(*base, "--rejudge", "--record-mode", "all")
+        return submitted, collect, collected, read_rows(latest_results(pytester.path))
+
+
+@pytest.mark.parametrize("args", [(), ("--review-user", "--turn-level", "--leak-check", "--concurrency", "3"),
+                                  ("--repeat", "2", "-n", "2", "--rerun-user-faults")])
+def test_judging_on_the_batch_engine_scores_what_the_same_judge_scores_online(pytester, monkeypatch, args):
+    submitted, _, collected, online = _submit_and_collect(pytester, monkeypatch, args)
+    assert all(r["scores"] is None and r["error"]["kind"] == "BatchPendingError" for r in submitted)
+    assert sorted(map(repr, map(_judging, collected))) == sorted(map(repr, map(_judging, online)))
+    assert all(r["scores"] is not None for r in collected)
+
+
+def _edited(change):
+    def edit(root):
+        path = next(root.glob("cassettes/**/batch-jobs.json"))
+        state = json.loads(path.read_text())
+        change(state, root)
+        path.write_text(json.dumps(state))
+    return edit
+
+
+def _swap_cases(state, root):
+    records = [r for r, e in state["records"].items() if e["case"].endswith(("task-1", "task-2"))]
+    first = next(r for r in records if state["records"][r]["case"].endswith("task-1"))
+    second = next(r for r in records if state["records"][r]["case"].endswith("task-2"))
+    a, b = state["records"][first], state["records"][second]
+    a["case"], b["case"] = b["case"], a["case"]
+
+
+def _other_model(state, root):
+    text = (root / "personalens.toml").read_text().replace('model = "fake-judge"', 'model = "other-judge"')
+    (root / "personalens.toml").write_text(text)
+
+
+@pytest.mark.parametrize("change", [_swap_cases, _other_model])
+def test_a_jobs_file_edited_or_a_judge_changed_since_never_lends_an_answer_to_another_request(pytester, monkeypatch,
+                                                                                            change):
+    """Each answer is recorded for the request the provider holds as sent with its record - not for what the jobs
+    file or the config says now: a case named wrongly, or a judge that now sends another request, meets no answer
+    (its case's error), never another request's."""
+    _, _, collected, online = _submit_and_collect(pytester, monkeypatch, edit=_edited(change))
+    by_case = {r["scenario_id"]: r for r in online}
+    if change is _other_model:  # the online run was made with the edited config's restored judge: compare none
+        assert all(r["scores"] is None and r["error"]["source"] == "judge" for r in collected)
+        return
+    for row in collected:
+        assert row["scores"] is None or row["scores"] == by_case[row["scenario_id"]]["scores"]
+    assert {r["scenario_id"] for r in collected if r["scores"] is None} == {"user7-SD-Alarm-task-1", "user7-SD-Alarm-task-2"}
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda state, root: next(iter(state["records"].values())).update(case="../../../../escaped"), "not a case id"),
+    (lambda state, root: next(iter(state["records"].values())).update(role="reviewer"), "model and role"),
+    (lambda state, root: state["records"].popitem(), "not its jobs' records"),
+    (lambda state, root: state.update(version=1), "version 2 expected"),
+])
+def test_a_jobs_file_that_is_not_a_submits_is_one_line_and_nothing_is_written(pytester, monkeypatch, change, said):
+    _, collect, _, _ = _submit_and_collect(pytester, monkeypatch, edit=_edited(change), online=False)
+    assert collect.ret == pytest.ExitCode.USAGE_ERROR and said in collect.stderr.str()
+    assert not list(pytester.path.glob("cassettes/**/rejudged/**/*.xz")) and not list(pytester.path.glob("escaped*")) and not list(pytester.path.parent.glob("escaped*"))
+
+
+def test_a_secret_never_reaches_the_kept_calls_or_the_jobs_file_and_the_answers_still_match(pytester, monkeypatch):
+    from .support.fake_llm import Script
+
+    secret = "sk-proj-LEAKED0123456789abcdef"
+    script = Script(terminate_after=2, assistant_text=f"Sure - my key is {secret}, all set.", judge_rule=_hashed)
+    _, _, collected, _ = _submit_and_collect(pytester, monkeypatch, script=script, env=[("ACME_API_KEY", secret)])
+    assert all(r["scores"] is not None for r in collected)
+    files = [*pytester.path.glob("cassettes/**/batch-jobs*.json"), *pytester.path.glob("personalens-results/*/batch-requests/*")]
+    assert files and not any(secret in f.read_text() for f in files)
+
+
+def test_a_second_submit_before_the_first_is_collected_is_refused_before_any_dialogue(pytester, monkeypatch):
+    from .support.fake_llm import FakeLLM, Script
+
+    with FakeLLM(Script(terminate_after=2)) as fake, FakeBatchAPI(polls=1) as batch:
+        _batch_project(pytester, batch.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        base = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+                "--judge-model", "batch-judge", "--profiles", "7", "--domains", "Alarm", "--judge-batch", "submit")
+        pytester.runpytest(*base)
+        before = len(fake.requests)
+        again = pytester.runpytest(*base)
+        assert len(fake.requests) == before and len(batch.batches) == 1
+    assert again.ret == pytest.ExitCode.USAGE_ERROR and "are not collected yet" in again.stderr.str()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from contextvars import ContextVar
@@ -38,6 +39,7 @@ from ..llm.base import ChatModel, ChatRequest, ChatResponse, Message
 from ..llm.batch.jobs import BatchAnswer, BatchJob, BatchRequest, record_ids
 from ..replay.cassette import Request
 from ..replay.store import assistant_dir, assistant_folder
+from ..secrets import redact_json
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
@@ -104,8 +106,9 @@ def keep_calls(run_dir: Path, process: str, case: str, kept: list[tuple[str, str
     """A case's kept calls, appended to its process's file in the run folder (one write a case)."""
     folder = run_dir / REQUESTS
     folder.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps({"case": case, "role": role, "spec": spec, "request": request_json(request)},
-                               ensure_ascii=False) + "\n" for role, spec, request in kept)
+    # secrets never reach a file: the request kept, and so sent, holds each one's placeholder (as its cassette would)
+    lines = "".join(redact_json(json.dumps({"case": case, "role": role, "spec": spec, "request": request_json(request)},
+                                           ensure_ascii=False)) + "\n" for role, spec, request in kept)
     with _WRITING, open(folder / f"{process}.jsonl", "a", encoding="utf-8") as handle:
         handle.write(lines)
 
@@ -144,7 +147,9 @@ def _engine(spec: str, role: str, context: ModelContext) -> OpenAIBatch:
 
 
 def check_engines(settings: RunSettings, context: ModelContext) -> None:
-    """Before any dialogue of a submit run: each judging role's endpoint offers the Batch API to its key."""
+    """Before any dialogue of a submit run: no earlier submit's jobs wait to be collected, and each judging role's
+    endpoint offers the Batch API to its key."""
+    uncollected(state_path(settings))
     roles = {"judge": settings.judge_model, **({"reviewer": settings.review_user_model} if settings.review_user else {})}
     for role, spec in roles.items():
         engine = _engine(spec, role, context)
@@ -156,31 +161,43 @@ def check_engines(settings: RunSettings, context: ModelContext) -> None:
 
 def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext) -> list[str]:
     """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model), the jobs kept
-    (:func:`state_path`); what was done, in lines."""
+    (:func:`state_path`: each record's case, role and model - what was sent stays at the provider, which collect reads
+    back); what was done, in lines."""
     kept = []
     for path in sorted((run_dir / REQUESTS).glob("*.jsonl")):
         kept += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not kept:
         return ["--judge-batch submit: no judge call was kept, no job sent"]
+    path = state_path(settings)
+    uncollected(path)  # never send jobs whose answers could not be collected
     ids = record_ids(len(kept))
-    records = {record: entry for record, entry in zip(ids, kept)}
+    records = {record: {"case": e["case"], "role": e["role"], "spec": e["spec"]} for record, e in zip(ids, kept)}
+    requests = {record: e["request"] for record, e in zip(ids, kept)}
     jobs = []
     for (spec, role), chunk in _by_model(records).items():
         engine = _engine(spec, role, context)
-        for n in range(0, len(chunk), engine.maximum):
-            part = chunk[n:n + engine.maximum]
-            job = engine.submit([BatchRequest(r, request_of(records[r]["request"])) for r in part],
-                                name=f"personalens-{run_id}-{len(jobs) + 1}")
-            jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
-        engine.close()
-    state = {"version": 1, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
-    path = state_path(settings)
+        try:
+            for n in range(0, len(chunk), engine.maximum):
+                part = chunk[n:n + engine.maximum]
+                job = engine.submit([BatchRequest(r, request_of(requests[r])) for r in part],
+                                    name=f"personalens-{run_id}-{len(jobs) + 1}")
+                jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
+        finally:
+            engine.close()
+    state = {"version": STATE_VERSION, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
     cases = len({entry["case"] for entry in kept})
     return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
             f"({', '.join(j['job']['job_id'] for j in jobs)}); kept in {path}",
             "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
+
+
+def uncollected(path: Path) -> None:
+    """A UsageError when an earlier submit's jobs for this judge wait to be collected: a second submit would lose them."""
+    if path.exists():
+        raise UsageError(f"--judge-batch submit: the batch jobs of an earlier submit for this judge are not collected "
+                         f"yet ({path}): collect them first (--judge-batch collect), or remove that file to give them up")
 
 
 def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Callable[[], ModelContext], *,
@@ -200,23 +217,37 @@ def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[
     return found
 
 
+STATE_VERSION = 2
+#: a case id as a cassette's file is named by it (never a path)
+_CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+
+
 def read_state(settings: RunSettings) -> dict[str, Any]:
-    """A submit run's jobs, read back; a UsageError naming the file and what is wrong with it."""
+    """A submit run's jobs, read back and checked whole: each record once, in one job of its role and model, its case
+    a case id; a UsageError naming the file and what is wrong with it."""
     path = state_path(settings)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"--judge-batch collect: no batch jobs were submitted for the judge {settings.judge_model} "
-                         f"(no {path}): run --judge-batch submit first") from None
+        raise UsageError(f"--judge-batch collect: no batch jobs wait to be collected for the judge "
+                         f"{settings.judge_model} (no {path}): run --judge-batch submit first") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"--judge-batch collect: {path} cannot be read ({exc})") from None
     try:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError(f"version {STATE_VERSION} expected")
         jobs = [(j["spec"], j["role"], BatchJob.from_dict(j["job"])) for j in state["jobs"]]
         records = state["records"]
-        for record in records.values():
-            request_of(record["request"])
-            if not isinstance(record["case"], str):
-                raise ValueError("a record's case: a case id expected")
+        owner = {record: (spec, role) for spec, role, job in jobs for record in job.record_ids}
+        if not isinstance(records, dict) or set(records) != set(owner) or \
+                len(owner) != sum(len(job.record_ids) for *_, job in jobs):
+            raise ValueError("its records are not its jobs' records, each once")
+        for record, entry in records.items():
+            if not isinstance(entry, dict) or (entry.get("spec"), entry.get("role")) != owner[record] \
+                    or entry["role"] not in JUDGING_ROLES:
+                raise ValueError(f"record {record}: not of its job's model and role")
+            if not isinstance(entry.get("case"), str) or not _CASE.match(entry["case"]):
+                raise ValueError(f"record {record}: its case is not a case id")
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--judge-batch collect: {path} is not a submit run's jobs ({exc})") from None
     return {"jobs": jobs, "records": records, "path": path}
@@ -225,36 +256,58 @@ def read_state(settings: RunSettings) -> dict[str, Any]:
 def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say: Callable[[str], None],
             sleep: Callable[[float], None] = time.sleep) -> str:
     """Controller, before any case of a collect run: the jobs' answers into the judge's cassettes (waiting for the
-    jobs with ``--batch-wait``); a UsageError, saying how far they are, when they still run. Returns what was done."""
+    jobs with ``--batch-wait``); a UsageError, saying how far they are, when they still run. Each answer is recorded
+    as the answer to the request the provider holds for its record (its copy of what was sent): a request the judge
+    no longer sends - another model, another dialogue - is a miss, never another request's answer. Returns what was
+    done; the jobs' file is then kept as collected."""
     state = read_state(settings)
     engines = {(spec, role): _engine(spec, role, context) for spec, role, _ in state["jobs"]}
     try:
-        while True:
-            states = [engines[(spec, role)].state(job) for spec, role, job in state["jobs"]]
-            running = [s for s in states if not s.finished]
-            answered = sum(s.answered or 0 for s in states)
-            if not running:
-                break
-            where = f"{len(running)} of {len(states)} batch job(s) still running, {answered} of " \
-                    f"{len(state['records'])} record(s) answered so far"
-            if not settings.batch_wait:
-                raise UsageError(f"--judge-batch collect: {where}; run it again later, or with --batch-wait")
-            say(f"{where}; looking again in {settings.batch_poll_s:g} s")
-            sleep(settings.batch_poll_s)
+        _wait(state, engines, settings, say, sleep)
+        sent: dict[str, Any] = {}
         found: dict[str, BatchAnswer] = {}
         for spec, role, job in state["jobs"]:
-            found.update({a.record_id: a for a in engines[(spec, role)].answers(job)})
-        errors = _record(state["records"], found, engines, cassettes)
+            engine = engines[(spec, role)]
+            held = engine.sent(job)
+            missing = [record for record in job.record_ids if record not in held]
+            if missing:
+                raise UsageError(f"--judge-batch collect: {state['path']} names record {missing[0]} of job "
+                                 f"{job.job_id}, which the provider's copy of that job does not hold")
+            sent.update((record, held[record]) for record in job.record_ids)
+            found.update({a.record_id: a for a in engine.answers(job)})
+        errors = _record(state["records"], sent, found, engines, cassettes)
     finally:
         for engine in engines.values():
             engine.close()
+    state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
     return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s) read into the "
             f"judge's cassettes ({errors} in error, each its case's error with the provider's code)")
 
 
-def _record(records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer], engines: dict[tuple[str, str], Any],
-            cassettes: Any) -> int:
-    """Each case's answers written into its re-judging cassette, in the order its judging asked; how many in error."""
+def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: RunSettings,
+          say: Callable[[str], None], sleep: Callable[[float], None]) -> None:
+    """Until every job has ended (``--batch-wait``), or a UsageError saying how far they are."""
+    try:
+        while True:
+            states = [engines[(spec, role)].state(job) for spec, role, job in state["jobs"]]
+            running = [s for s in states if not s.finished]
+            if not running:
+                return
+            where = (f"{len(running)} of {len(states)} batch job(s) still running, "
+                     f"{sum(s.answered or 0 for s in states)} of {len(state['records'])} record(s) answered so far")
+            if not settings.batch_wait:
+                raise UsageError(f"--judge-batch collect: {where}; run it again later, or with --batch-wait")
+            say(f"{where}; looking again in {settings.batch_poll_s:g} s")
+            sleep(settings.batch_poll_s)
+    except KeyboardInterrupt:
+        raise UsageError("--judge-batch collect: interrupted while waiting; the jobs go on at the provider: collect "
+                         "them again later") from None
+
+
+def _record(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dict[str, BatchAnswer],
+            engines: dict[tuple[str, str], Any], cassettes: Any) -> int:
+    """Each case's answers written into its re-judging cassette, in the order its judging asked, each as the answer
+    to the request sent with its record; how many in error."""
     by_case: dict[str, list[str]] = {}
     for record, entry in records.items():
         by_case.setdefault(entry["case"], []).append(record)
@@ -262,10 +315,8 @@ def _record(records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer], e
     for case, ids in by_case.items():
         with cassettes.use(cassettes.judge_path(case), "all") as cassette:
             for record in ids:
-                entry = records[record]
-                chat = engines[(entry["spec"], entry["role"])].chat
-                payload = chat.payload(request_of(entry["request"]))
-                request = Request("POST", f"{chat.base_url}/chat/completions", json_body.body(payload),
+                chat = engines[(records[record]["spec"], records[record]["role"])].chat
+                request = Request("POST", f"{chat.base_url}/chat/completions", json_body.body(sent[record]),
                                   {"content-type": "application/json"})
                 answer = found.get(record) or BatchAnswer(record, error_code="missing", error="no result")
                 errors += not answer.ok

@@ -126,15 +126,16 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
 def _judge_batch(values: _Values) -> str:
     """``--judge-batch``: off, submit or collect, with what each cannot go with said in one line."""
     batch = _choice(values, "judge_batch") or "off"
-    if batch == "submit" and values["judge_retest"]:
-        raise UsageError("--judge-batch submit judges nothing before its jobs end: --judge-retest (a second judgement "
-                         "beside the first) cannot be asked of it; give it to the collecting run")
+    if batch != "off" and values["judge_retest"]:
+        raise UsageError(f"--judge-batch {batch}: --judge-retest cannot go with it - a second judgement needs a second "
+                         "answer to the same request, and a batch job answers each once")
     mode, where = values.source("record_mode")
     if batch == "collect" and where == "option" and mode != "none":  # a config's record mode is for other runs
         raise UsageError(f"--judge-batch collect judges from the jobs' answers only: --record-mode {mode} would call "
                          "the judge live; leave it out")
-    if batch == "off" and values["batch_wait"]:
-        raise UsageError("--batch-wait: only with --judge-batch collect")
+    for name in ("batch_wait", "batch_poll_s"):
+        if batch != "collect" and values.source(name)[1] == "option" and values[name]:
+            raise UsageError(f"{SETTING[name].option}: only with --judge-batch collect")
     return batch
 
 

@@ -88,6 +88,15 @@ class OpenAIBatch:
         status = str(batch.get("status"))
         return joined(job, found, missing=f"no result: the batch ended {status}")
 
+    def sent(self, job: BatchJob) -> dict[str, Any]:
+        """What the provider holds as sent with each record of a job (its input file): the request body by record id."""
+        found: dict[str, Any] = {}
+        for line in self._lines(job.places.get("input_file_id", "")):
+            if isinstance(line, dict) and isinstance(line.get("custom_id"), str) and line.get("url") == ENDPOINT \
+                    and isinstance(line.get("body"), dict):
+                found[line["custom_id"]] = line["body"]
+        return found
+
     def close(self) -> None:
         self._client.close()
 
