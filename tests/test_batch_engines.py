@@ -462,3 +462,42 @@ def test_a_second_submit_before_the_first_is_collected_is_refused_before_any_dia
         again = pytester.runpytest(*base)
         assert len(fake.requests) == before and len(batch.batches) == 1
     assert again.ret == pytest.ExitCode.USAGE_ERROR and "are not collected yet" in again.stderr.str()
+
+
+def test_the_estimate_prices_the_judges_calls_at_the_batch_price_and_nothing_else(tmp_path):
+    """--judge-batch: the judge's and the reviewer's calls at half their on-demand price, every other role as it is."""
+    from personalens_testkit.data import open_dataset
+    from personalens_testkit.run.cost_estimate import run_estimate
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    dataset = open_dataset()
+    cases = [(s, 1) for s in dataset.scenarios_for(7)][:6]
+    costs = {}
+    for mode in ("off", "submit"):
+        settings = resolve_settings({"judge_model": "openai:gpt-4o-mini", "user_model": "openai:gpt-4o-mini",
+                                     "assistant_model": "openai:gpt-4o", "review_user": True, "record_mode": "all",
+                                     "judge_batch": mode}, tmp_path, {})
+        found = run_estimate(settings, dataset, cases)
+        costs[mode] = {role.role: role.cost for role in found.roles}
+        assert ("batch engine" in " ".join(found.basis)) is (mode == "submit")
+    for role, cost in costs["off"].items():
+        share = 0.5 if role in ("judge", "reviewer") else 1.0
+        assert costs["submit"][role] == pytest.approx(tuple(share * c for c in cost)) and cost[1] > 0
+
+
+def test_a_submit_the_budget_left_cannot_pay_for_sends_nothing_and_says_so(pytester, monkeypatch):
+    from .support.fake_llm import FakeLLM, Script
+    from .support.project import suite_project
+
+    with FakeLLM(Script(terminate_after=2)) as fake, FakeBatchAPI(polls=1) as batch:
+        suite_project(pytester, f'record_mode = "all"\n[models.batch-judge]\nkind = "openai"\nmodel = "fake-judge"\n'
+                                f'base_url = "{batch.url}"\n[prices."fake-user"]\ninput = 0.0\noutput = 0.0\n'
+                                '[prices."fake-bot"]\ninput = 0.0\noutput = 0.0\n'
+                                '[prices."fake-judge"]\ninput = 100.0\noutput = 100.0\n')
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        base = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+                "--judge-model", "batch-judge", "--profiles", "7", "--domains", "Alarm", "--judge-batch", "submit")
+        refused = pytester.runpytest(*base, "--max-cost", "1.5")  # each case may start, the batch would pass it
+        assert batch.uploads == [] and "no job sent" in refused.stdout.str()
+        sent = pytester.runpytest(*base, "--max-cost", "50")
+        assert len(batch.uploads) == 1 and "at the batch price" in sent.stdout.str()

@@ -30,7 +30,7 @@ from ..callsite import JUDGING_ROLES, OPTIONAL_ROLES, ROLES
 from ..data.loader import Dataset
 from ..data.models import Scenario, case_id
 from ..results.rows import ResultRow
-from .prices import PriceTable
+from .prices import BATCH_SHARE, PriceTable, batch_price
 from .spend import call_cost, format_cost
 
 #: scenarios of each kind (single-, multi-domain) whose shape is worked out; the rest take their kind's mean
@@ -82,6 +82,8 @@ class Options:
     leak_check: bool = False
     review_user: bool = False
     retest_share: float = 0.0
+    #: the judging roles' calls answered by the provider's batch engine (``--judge-batch``): at its price
+    judge_batch: bool = False
     context: ContextSwitches = field(default_factory=ContextSwitches)
     variant: str = "claude"
     #: each role's model spec (the assistant's None for a bot)
@@ -196,6 +198,8 @@ def _role(role: str, levels: list[list[float]], options: Options, prices: PriceT
         unknown = "no model"
     else:
         price = prices.lookup(spec)
+        if price is not None and options.judge_batch and role in JUDGING_ROLES:
+            price = batch_price(price)
         if price is None:
             unknown = f'no price for {spec} (add [tool.personalens.prices."{spec.split(":", 1)[-1]}"])'
         else:
@@ -214,6 +218,8 @@ def _basis(cases: int, measured: int, shaped: int, options: Options, low: int, h
              + (f"{low} live" if low == high else f"{low} to {high} live")]
     if measured:
         lines.append(f"{measured} live case(s) from the recording's measured tokens")
+    if options.judge_batch:
+        lines.append(f"the judge's calls on the provider's batch engine, at {BATCH_SHARE:.0%} of the on-demand price")
     if shaped:
         lines.append(f"{shaped} live case(s) from the protocol's shape (low: one turn, short messages; point: 88 % of the "
                      "turn limit; high: the turn limit, long messages; tokens = characters / 4)")

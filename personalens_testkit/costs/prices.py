@@ -24,7 +24,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import lru_cache
 from importlib import resources
@@ -63,6 +63,19 @@ class Price:
     def free(self) -> bool:
         """Every token costs nothing (the embedded model): a call costs 0 whatever its token counts."""
         return not any((self.input, self.output, self.cached_input, self.cache_write))
+
+
+#: what a provider's batch engine charges, as a share of its on-demand price: the OpenAI Batch API and Amazon
+#: Bedrock's batch inference both bill 50 % of the on-demand input and output prices (their pricing pages)
+BATCH_SHARE = 0.5
+
+
+def batch_price(price: Price) -> Price:
+    """A model's price on its provider's batch engine: :data:`BATCH_SHARE` of each of its rates."""
+    return replace(price, input=price.input * BATCH_SHARE, output=price.output * BATCH_SHARE,
+                   cached_input=price.cached_input * BATCH_SHARE,
+                   cache_write=None if price.cache_write is None else price.cache_write * BATCH_SHARE,
+                   source=f"{price.source}; on a batch engine {BATCH_SHARE:.0%} of it")
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,10 @@ class ControllerHooks:
                 from ..run.batch_judging import submit_at_end  # --judge-batch submit's: loaded when asked for
 
                 run = self.run
+                budget = run.runner.budget if run.settings.max_cost is not None else None
                 self.batch_lines = submit_at_end(run.settings, run.run_dir, run.run_id, run.models.context,
-                                                 sent=not interrupted and self.controller.stopped is None)
+                                                 sent=not interrupted and self.controller.stopped is None,
+                                                 spent=lambda: budget.read().spent if budget is not None else 0.0)
         except PersonalensError as exc:
             self.failures = [str(exc)]
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

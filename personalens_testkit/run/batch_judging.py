@@ -159,15 +159,61 @@ def check_engines(settings: RunSettings, context: ModelContext) -> None:
             engine.close()
 
 
-def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext) -> list[str]:
+def kept_cost(settings: RunSettings, kept: list[dict[str, Any]]) -> float | None:
+    """What the kept calls cost at most on the batch engine: each prompt's characters / 4 tokens, each answer its token
+    cap, at the batch price of its role's model; None when a model has no price."""
+    from ..costs.prices import batch_price, call_cost, load_prices
+
+    prices, total = load_prices(settings.prices), 0.0
+    for entry in kept:
+        spec = settings.role_models[entry["role"]].spec
+        price = prices.lookup(spec)
+        if price is None:
+            return None
+        request = entry["request"]
+        total += call_cost(batch_price(price), spec, prompt_tokens=-(-sum(len(m[1]) for m in request["messages"]) // 4),
+                           completion_tokens=request["max_tokens"] or 800)
+    return total
+
+
+def answered_cost(settings: RunSettings, records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer]) -> float | None:
+    """What the batch engine's answers cost, at the batch price, by the token counts each reports; None when a model
+    has no price or an answer no counts."""
+    from ..costs.prices import batch_price, call_cost, load_prices
+
+    prices, total = load_prices(settings.prices), 0.0
+    for record, answer in found.items():
+        if answer.response is None:
+            continue
+        spec = settings.role_models[records[record]["role"]].spec
+        price = prices.lookup(spec)
+        if price is None or answer.response.prompt_tokens is None:
+            return None
+        total += call_cost(batch_price(price), spec, prompt_tokens=answer.response.prompt_tokens,
+                           completion_tokens=answer.response.completion_tokens or 0,
+                           cache_read_tokens=answer.response.cache_read_tokens)
+    return total
+
+
+def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext,
+                spent: Callable[[], float] = lambda: 0.0) -> list[str]:
     """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model), the jobs kept
     (:func:`state_path`: each record's case, role and model - what was sent stays at the provider, which collect reads
-    back); what was done, in lines."""
+    back); what was done, in lines. With ``--max-cost``, nothing is sent that the budget left (``spent``: what the
+    run's ledger holds) could not pay for at most."""
+    from ..costs.prices import format_cost
+
     kept = []
     for path in sorted((run_dir / REQUESTS).glob("*.jsonl")):
         kept += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not kept:
         return ["--judge-batch submit: no judge call was kept, no job sent"]
+    cost = kept_cost(settings, kept)
+    if settings.max_cost is not None and (cost is None or spent() + cost > settings.max_cost):
+        at_most = "a cost not known" if cost is None else f"at most {format_cost(cost)}"
+        return [f"--max-cost {format_cost(settings.max_cost)}: the {len(kept)} kept judge call(s) would cost {at_most} on "
+                f"the batch engine, {format_cost(spent())} spent already: no job sent; the kept calls are in "
+                f"{run_dir / REQUESTS}"]
     path = state_path(settings)
     uncollected(path)  # never send jobs whose answers could not be collected
     ids = record_ids(len(kept))
@@ -188,8 +234,9 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
     cases = len({entry["case"] for entry in kept})
+    priced = "" if cost is None else f", at most {format_cost(cost)} at the batch price"
     return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
-            f"({', '.join(j['job']['job_id'] for j in jobs)}); kept in {path}",
+            f"({', '.join(j['job']['job_id'] for j in jobs)}{priced}); kept in {path}",
             "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
 
 
@@ -201,13 +248,13 @@ def uncollected(path: Path) -> None:
 
 
 def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Callable[[], ModelContext], *,
-                  sent: bool) -> list[str]:
+                  sent: bool, spent: Callable[[], float] = lambda: 0.0) -> list[str]:
     """Controller, at the end of a submit run: its kept judge calls sent as batch jobs (``sent``: the run ended as it
     should; one interrupted or stopped early sends nothing - its kept calls stay in its folder)."""
     if not sent:
         return [f"--judge-batch submit: no batch job sent (the run did not finish); its kept judge calls are in "
                 f"{run_dir / REQUESTS}"]
-    return submit_kept(settings, run_dir, run_id, context())
+    return submit_kept(settings, run_dir, run_id, context(), spent)
 
 
 def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
@@ -280,8 +327,12 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
         for engine in engines.values():
             engine.close()
     state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
+    from ..costs.prices import format_cost
+
+    cost = answered_cost(settings, state["records"], found)
+    priced = "" if cost is None else f"; they cost {format_cost(cost)} at the batch price"
     return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s) read into the "
-            f"judge's cassettes ({errors} in error, each its case's error with the provider's code)")
+            f"judge's cassettes ({errors} in error, each its case's error with the provider's code){priced}")
 
 
 def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: RunSettings,

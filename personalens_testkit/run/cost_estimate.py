@@ -28,7 +28,8 @@ def run_estimate(settings: RunSettings, dataset: Dataset, cases: Sequence[tuple[
         record_mode=settings.record_mode, rejudge=settings.rejudge, bot=assistant.is_bot, max_turns=settings.max_turns,
         turn_level=settings.turn_level, turn_method=settings.turn_level_method, leak_check=settings.leak_check,
         review_user=settings.review_user,
-        retest_share=settings.judge_retest, context=assistant.context, variant=variant,
+        retest_share=settings.judge_retest, judge_batch=settings.judge_batch != "off", context=assistant.context,
+        variant=variant,
         models={role: roles[role].spec if role in roles else None for role in ROLES},
     )
     recorded = load_recorded(assistant_dir(settings.cassette_dir, settings.assistant) / RESULTS_NAME)
