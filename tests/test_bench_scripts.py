@@ -229,3 +229,12 @@ def test_user_review_bench_counts_a_kind_named_when_the_review_names_its_rule(mo
     assert re.search(r"repeated_turn\s+named 0/2, any fault 2/2, review failed 0", out), out
     assert "clean dialogues flagged 5/5, review failed 0" in out
     assert len(reviews) == 11 * 2 + 5 and {r["model"] for r in reviews} == {"fake-reviewer"}
+
+
+def test_batch_judging_bench_prints_the_sample_each_way_and_times_both_flows():
+    out = bench("bench/batch_judging.py", "--repeat", "1")
+    online = re.search(r"judge online\s+([\d,]+) calls, \$([\d.]+)", out)
+    batch = re.search(r"judge on the batch engine\s+([\d,]+) calls, \$([\d.]+)", out)
+    assert online and batch and online.group(1) == batch.group(1)
+    assert float(batch.group(2)) == pytest.approx(float(online.group(2)) / 2, abs=0.011)
+    assert re.search(r"150 judge calls online, 150 records in the batch job; 25 cases scored from the batch", out), out
