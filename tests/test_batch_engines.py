@@ -501,3 +501,66 @@ def test_a_submit_the_budget_left_cannot_pay_for_sends_nothing_and_says_so(pytes
         assert batch.uploads == [] and "no job sent" in refused.stdout.str()
         sent = pytester.runpytest(*base, "--max-cost", "50")
         assert len(batch.uploads) == 1 and "at the batch price" in sent.stdout.str()
+
+
+def _json_values():
+    return st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=12),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                      max_size=3), max_leaves=6)
+
+
+def _paths(value, at=()):
+    yield at
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _paths(inner, (*at, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _paths(inner, (*at, index))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_any_corruption_of_a_jobs_file_is_read_whole_or_refused_in_one_line(tmp_path_factory, data):
+    """Whatever part of a submit's jobs file is replaced, dropped or given another value: it is read only when it is
+    still a whole, consistent one (each record once, in a job of its role and model, its case a case id), else one
+    UsageError - never another exception, never a case that is a path."""
+    import copy
+
+    from personalens_testkit.errors import UsageError
+    from personalens_testkit.run.batch_judging import _CASE, read_state, state_path
+    from personalens_testkit.settings.resolve import resolve_settings
+
+    root = tmp_path_factory.mktemp("jobs")
+    settings = resolve_settings({"judge_model": "openai:fake-judge"}, root, {})
+    ids = record_ids(4)
+    valid = {"version": 2, "run_id": "r", "judge": "openai:fake-judge",
+             "jobs": [{"spec": "openai:fake-judge", "role": "judge",
+                       "job": {"engine": "openai", "job_id": "batch_1", "record_ids": ids,
+                               "places": {"input_file_id": "file-1"}}}],
+             "records": {r: {"case": f"user7-SD-Alarm-task-{n}", "role": "judge", "spec": "openai:fake-judge"}
+                         for n, r in enumerate(ids, 1)}}
+    state = copy.deepcopy(valid)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(state))))
+        if not path:
+            state = data.draw(_json_values())
+            continue
+        parent = state
+        for key in path[:-1]:
+            parent = parent[key]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(_json_values() | st.sampled_from(["../../x", "reviewer", ids[0], 2]))
+    target = state_path(settings)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(state))
+    try:
+        found = read_state(settings)
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(target) in str(exc)
+        return
+    owners = [r for *_, job in found["jobs"] for r in job.record_ids]
+    assert sorted(owners) == sorted(found["records"]) and len(set(owners)) == len(owners)
+    assert all(_CASE.match(e["case"]) and e["role"] in ("judge", "reviewer") for e in found["records"].values())

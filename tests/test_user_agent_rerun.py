@@ -283,3 +283,19 @@ def test_the_rerecord_command_keeps_the_option_that_shapes_the_recording(tmp_pat
     settings = resolve_settings({"rerun_user_faults": True}, tmp_path, {})
     assert Recording(settings, [], assistant_is_bot=False).rerecord_command("suites/ -k x").endswith(
         "--record-mode all --rerun-user-faults")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.builds(lambda turn, rule, direction: {"turn": turn, "rule": rule, "direction": direction},
+                          st.integers(0, 30), st.sampled_from(["repeated_turn", "pasted_profile", "turn_limit",
+                                                               "spoke_as_assistant", "off_task"]),
+                          st.sampled_from(["hindered", "helped", "noted"])), max_size=6))
+def test_a_dialogue_is_run_again_exactly_when_a_fault_hindered_or_helped_and_the_why_names_those_faults(faults):
+    policy = UserAgentRerun(True, Path("/nonexistent-run"))
+    why = policy.why(_evaluation(faults))
+    spoiling = [f for f in faults if f["direction"] != "noted"]
+    assert (why is None) == (not spoiling)
+    if why is not None:
+        kind = "hindered" if any(f["direction"] == "hindered" for f in faults) else "helped"
+        assert why.startswith(f"the user agent {kind} the bot:")
+        assert all(f["rule"] in why for f in faults if f["direction"] == kind)
