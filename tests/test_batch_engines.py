@@ -564,3 +564,35 @@ def test_any_corruption_of_a_jobs_file_is_read_whole_or_refused_in_one_line(tmp_
     owners = [r for *_, job in found["jobs"] for r in job.record_ids]
     assert sorted(owners) == sorted(found["records"]) and len(set(owners)) == len(owners)
     assert all(_CASE.match(e["case"]) and e["role"] in ("judge", "reviewer") for e in found["records"].values())
+
+
+def test_a_partly_failed_job_is_resumed_its_failed_cases_sent_again_and_collected_next(pytester, monkeypatch):
+    """One record answered with an error: its case is an error (the provider's code), the others are scored; with
+    --batch-resend every call of that case goes out again as it was sent, and the next collect scores it too."""
+    from .support.fake_llm import FakeLLM, Script
+    from .support.project import latest_results, read_rows
+
+    script = Script(terminate_after=2, vary_assistant_text=True, judge_rule=_hashed)
+    ids = record_ids(24)
+    with FakeLLM(script) as fake, FakeBatchAPI(answer=FakeLLM(script).answer, polls=1,
+                                              outcomes={ids[7]: "error_status"}) as batch:
+        _batch_project(pytester, batch.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        base = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+                "--judge-model", "batch-judge", "--profiles", "7", "--domains", "Alarm")
+        pytester.runpytest(*base, "--judge-batch", "submit")
+        first = pytester.runpytest_subprocess(*base, "--judge-batch", "collect", "--batch-wait", "--batch-resend",
+                                              "--batch-poll-s", "0.01")
+        rows = read_rows(latest_results(pytester.path))
+        assert [r["scenario_id"] for r in rows if r["scores"] is None] == ["user7-SD-Alarm-task-2"]
+        error = next(r["error"] for r in rows if r["scores"] is None)
+        assert "invalid_value" in error["message"] and error["source"] == "judge"
+        assert "sent again as 1 batch job(s)" in first.stderr.str() + first.stdout.str()
+        resent = batch.uploads[1]["lines"]
+        assert len(resent) == 6 and [line["body"] for line in resent] == \
+            [line["body"] for line in batch.uploads[0]["lines"][6:12]]  # task-2's six calls, as they were sent
+        pytester.runpytest_subprocess(*base, "--judge-batch", "collect", "--batch-wait", "--batch-poll-s", "0.01")
+        again = read_rows(latest_results(pytester.path))
+    assert all(r["scores"] is not None for r in again)
+    assert [r["scores"] for r in again if r["scenario_id"] != "user7-SD-Alarm-task-2"] == \
+        [r["scores"] for r in rows if r["scores"] is not None]

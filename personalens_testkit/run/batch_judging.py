@@ -323,16 +323,42 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
             sent.update((record, held[record]) for record in job.record_ids)
             found.update({a.record_id: a for a in engine.answers(job)})
         errors = _record(state["records"], sent, found, engines, cassettes)
+        state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
+        failed = sorted({entry["case"] for record, entry in state["records"].items()
+                         if not (record in found and found[record].ok)})
+        again = _resend(settings, state, failed, sent, engines) if failed and settings.batch_resend else ""
     finally:
         for engine in engines.values():
             engine.close()
-    state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
     from ..costs.prices import format_cost
 
     cost = answered_cost(settings, state["records"], found)
     priced = "" if cost is None else f"; they cost {format_cost(cost)} at the batch price"
+    resend = "" if not failed or again else f" - to send their {len(failed)} case(s)' calls again: --batch-resend"
     return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s) read into the "
-            f"judge's cassettes ({errors} in error, each its case's error with the provider's code){priced}")
+            f"judge's cassettes ({errors} in error, each its case's error with the provider's code{resend}){priced}"
+            + again)
+
+
+def _resend(settings: RunSettings, state: dict[str, Any], failed: list[str], sent: dict[str, Any],
+            engines: dict[tuple[str, str], Any]) -> str:
+    """``--batch-resend``: every call of each case a record of which failed, sent again as it was sent (the provider's
+    copy of it) in new jobs, kept as the jobs to collect next (a case's answers are always written whole)."""
+    resent = [record for record, entry in state["records"].items() if entry["case"] in failed]
+    ids = dict(zip(resent, record_ids(len(resent), prefix="S")))
+    records = {ids[record]: state["records"][record] for record in resent}
+    jobs = []
+    for (spec, role), chunk in _by_model(records).items():
+        engine = engines[(spec, role)]
+        back = {new: old for old, new in ids.items()}
+        for n in range(0, len(chunk), engine.maximum):
+            job = engine.submit_bodies([(r, sent[back[r]]) for r in chunk[n:n + engine.maximum]],
+                                       name=f"personalens-resend-{len(jobs) + 1}")
+            jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
+    again = {"version": STATE_VERSION, "run_id": "resent", "judge": settings.judge_model, "jobs": jobs, "records": records}
+    write_bytes_atomically(state["path"], json.dumps(again, ensure_ascii=False).encode("utf-8"))
+    return (f"; the calls of the {len(failed)} case(s) in error sent again as {len(jobs)} batch job(s) "
+            f"({', '.join(j['job']['job_id'] for j in jobs)}): collect again later")
 
 
 def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: RunSettings,

@@ -48,6 +48,8 @@ class RunSettings:
     judge_batch: str = "off"
     batch_wait: bool = False
     batch_poll_s: float = 60.0
+    #: --batch-resend: the calls of a collect's failed cases sent again as new jobs
+    batch_resend: bool = False
     #: tries per scenario (each with its own cassette)
     repeat: int = 1
     turn_level: bool = False

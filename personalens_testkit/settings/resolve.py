@@ -97,6 +97,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         cassette_dir=values.path("cassette_dir"),
         record_mode="none" if batch == "collect" else check_record_mode(values["record_mode"]),  # type: ignore[arg-type]
         rejudge=bool(values["rejudge"]) or batch == "collect", judge_batch=batch, batch_wait=bool(values["batch_wait"]),
+        batch_resend=bool(values["batch_resend"]),
         batch_poll_s=values["batch_poll_s"], repeat=values["repeat"], turn_level=bool(values["turn_level"]),
         turn_level_method=_choice(values, "turn_level_method"),
         completion_counting=_choice(values, "completion_counting"), reply_cut=_choice(values, "reply_cut"),
@@ -133,7 +134,7 @@ def _judge_batch(values: _Values) -> str:
     if batch == "collect" and where == "option" and mode != "none":  # a config's record mode is for other runs
         raise UsageError(f"--judge-batch collect judges from the jobs' answers only: --record-mode {mode} would call "
                          "the judge live; leave it out")
-    for name in ("batch_wait", "batch_poll_s"):
+    for name in ("batch_wait", "batch_poll_s", "batch_resend"):
         if batch != "collect" and values.source(name)[1] == "option" and values[name]:
             raise UsageError(f"{SETTING[name].option}: only with --judge-batch collect")
     return batch

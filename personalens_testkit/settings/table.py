@@ -220,6 +220,9 @@ SETTINGS: tuple[Setting, ...] = (
             "are and stop)", "flag", config=False),
     Setting("batch_poll_s", "with --batch-wait: seconds between two looks at the jobs (default 60)", "float",
             metavar="SECONDS", above=0, default=60.0),
+    Setting("batch_resend", "with --judge-batch collect: the calls of each case a record of which the provider answered "
+            "with an error (or not at all) are sent again as new batch jobs, to collect next time", "flag",
+            config=False),
     Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
             config=False),
     Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
@@ -309,7 +312,7 @@ NOT_IN_IDENTITY: dict[str, str] = {
     **dict.fromkeys(("record_mode", "rejudge"), "whether calls are replayed or made"),
     **dict.fromkeys(("baseline", "baseline_margin"), "what the run is compared with"),
     "judge_retest": "a second judgement beside a case's, never its score",
-    **dict.fromkeys(("judge_batch", "batch_wait", "batch_poll_s"), "where the judge's answers are made (online or "
+    **dict.fromkeys(("judge_batch", "batch_wait", "batch_poll_s", "batch_resend"), "where the judge's answers are made (online or "
                     "by the provider's batch engine), not what they mean"),
     "resume_mismatch": "what a resume does with other rows",
     **dict.fromkeys(("retries", "retry_initial_s", "retry_max_s", "scenario_timeout"),

@@ -51,14 +51,21 @@ class OpenAIBatch:
     def submit(self, requests: Sequence[BatchRequest], name: str) -> BatchJob:
         """Upload the requests and start their batch; the job as a run keeps it."""
         check_requests(requests, self)
-        lines = [json.dumps({"custom_id": r.record_id, "method": "POST", "url": ENDPOINT,
-                             "body": self.chat.payload(r.request)}, ensure_ascii=False) for r in requests]
+        return self.submit_bodies([(r.record_id, self.chat.payload(r.request)) for r in requests], name)
+
+    def submit_bodies(self, bodies: Sequence[tuple[str, Any]], name: str) -> BatchJob:
+        """Start a batch of these request bodies, by record id (a failed record's own body, sent again as it was)."""
+        if not self.minimum <= len(bodies) <= self.maximum or len({r for r, _ in bodies}) != len(bodies):
+            raise ValueError(f"{len(bodies):,} records, each once: a {self.name} batch job takes {self.minimum:,} to "
+                             f"{self.maximum:,}")
+        lines = [json.dumps({"custom_id": record, "method": "POST", "url": ENDPOINT, "body": body},
+                            ensure_ascii=False) for record, body in bodies]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         uploaded = self._json("POST", "/files", files={"file": (f"{name}.jsonl", data, "application/jsonl")},
                               data={"purpose": "batch"})
         batch = self._json("POST", "/batches", json={"input_file_id": _text(uploaded, "id"), "endpoint": ENDPOINT,
                                                       "completion_window": "24h", "metadata": {"name": name}})
-        return BatchJob(engine=self.name, job_id=_text(batch, "id"), record_ids=tuple(r.record_id for r in requests),
+        return BatchJob(engine=self.name, job_id=_text(batch, "id"), record_ids=tuple(r for r, _ in bodies),
                         places={"input_file_id": _text(uploaded, "id")})
 
     def state(self, job: BatchJob) -> JobState:
