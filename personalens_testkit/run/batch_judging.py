@@ -4,15 +4,18 @@ by one - about half the price, within 24 hours. Two runs, in any two processes:
 - **submit** (``--judge-batch submit``): the dialogues run as always (live and recorded, or replayed with
   ``--rejudge``); the judge's and the reviewer's calls are not sent but kept (a stand-in answer lets the judging go
   on to every call it makes: the six dimensions, ``--turn-level``, ``--leak-check``, ``--review-user``), and the case
-  is *not scored* - its row says its calls went to the batch engine; no score is made of a stand-in. At the end of
-  the run the controller sends every kept call as batch jobs and keeps the jobs - ids, each record's case and
-  request - in the judge's re-judging folder (``<cassettes>/<assistant>/rejudged/<judge>/batch-jobs.json``).
+  is *not scored* - its row says its calls went to the batch engine; no score is made of a stand-in. The kept calls
+  hold each secret's placeholder (never a secret in a file, nor sent). At the end of the run the controller sends
+  them as batch jobs (not when ``--max-cost`` could not pay for them at most, nor over an earlier submit's jobs not
+  yet collected) and keeps the jobs - their ids, each record's case, role and model - in the judge's re-judging
+  folder (``<cassettes>/<assistant>/rejudged/<judge>/batch-jobs.json``).
 - **collect** (``--judge-batch collect``, which re-judges: ``--rejudge``, record mode none): before any case, the
-  jobs are looked at - still running: the run says how far they are and stops (``--batch-wait``: it waits, with
-  progress) -, their answers are joined back on their record ids and written into the judge's cassettes as the
-  answers to the very requests the judge sends online (a record in error as the provider's error, with its code);
-  then the recorded dialogues are judged from those cassettes, through the same answer grammar, into the same rows,
-  reports, gates and verdict as an online run - and replay offline alike, ever after (``--rejudge``).
+  jobs file is checked whole and the jobs looked at - still running: the run says how far they are and stops
+  (``--batch-wait``: it waits, with progress) -; their answers are joined back on their record ids and written into
+  the judge's cassettes, each as the answer to the request the provider holds as sent with its record (a record in
+  error as the provider's error, with its code; ``--batch-resend`` sends a failed case's calls again); then the
+  recorded dialogues are judged from those cassettes, through the same answer grammar, into the same rows, reports,
+  gates and verdict as an online run - and replay offline alike, ever after (``--rejudge``).
 
 This step takes OpenAI-compatible judges (the OpenAI Batch API); Bedrock's engine is built
 (:mod:`~..llm.batch.bedrock_batch`) but not offered here yet.
