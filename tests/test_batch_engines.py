@@ -278,6 +278,7 @@ def test_a_run_judged_on_the_batch_engine_scores_as_online_and_replays_offline(p
 @pytest.mark.parametrize("judge, said", [
     ("bedrock:anthropic.claude-3-haiku-20240307-v1:0", "is not behind an OpenAI-compatible endpoint"),
     ("openai:fake-judge", "does not offer the Batch API"),  # an endpoint that answers chat calls only
+    ("local", "is the embedded model, which has no batch engine"),
 ])
 def test_a_submit_run_whose_judge_has_no_batch_engine_stops_before_any_dialogue(pytester, monkeypatch, judge, said):
     from .support.fake_llm import FakeLLM, Script

@@ -149,12 +149,21 @@ def _engine(spec: str, role: str, context: ModelContext) -> OpenAIBatch:
     return OpenAIBatch(chat)
 
 
+def judging_models(settings: RunSettings) -> dict[str, str]:
+    """The judging roles' models, by role; a UsageError for one that is the embedded model (no batch engine)."""
+    roles = {"judge": settings.judge_model, **({"reviewer": settings.review_user_model} if settings.review_user else {})}
+    for role, spec in roles.items():
+        if settings.role_models[role].embedded:
+            raise UsageError(f"--judge-batch: the {role}'s model {spec} is the embedded model, which has no batch "
+                             "engine: give it an OpenAI-compatible endpoint that offers the Batch API")
+    return roles
+
+
 def check_engines(settings: RunSettings, context: ModelContext) -> None:
     """Before any dialogue of a submit run: no earlier submit's jobs wait to be collected, and each judging role's
     endpoint offers the Batch API to its key."""
     uncollected(state_path(settings))
-    roles = {"judge": settings.judge_model, **({"reviewer": settings.review_user_model} if settings.review_user else {})}
-    for role, spec in roles.items():
+    for role, spec in judging_models(settings).items():
         engine = _engine(spec, role, context)
         try:
             engine.check()
@@ -310,6 +319,7 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
     as the answer to the request the provider holds for its record (its copy of what was sent): a request the judge
     no longer sends - another model, another dialogue - is a miss, never another request's answer. Returns what was
     done; the jobs' file is then kept as collected."""
+    judging_models(settings)
     state = read_state(settings)
     engines = {(spec, role): _engine(spec, role, context) for spec, role, _ in state["jobs"]}
     try:
