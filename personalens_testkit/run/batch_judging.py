@@ -39,7 +39,7 @@ from ..errors import BatchPendingError, StorageError, UsageError
 from ..files import write_bytes_atomically
 from ..llm import json_body
 from ..llm.base import ChatModel, ChatRequest, ChatResponse, Message
-from ..llm.batch.jobs import BatchAnswer, BatchJob, BatchRequest, record_ids
+from ..llm.batch.jobs import BatchAnswer, BatchJob, record_ids
 from ..replay.cassette import Request
 from ..replay.store import assistant_dir, assistant_folder
 from ..secrets import redact_json
@@ -171,40 +171,34 @@ def check_engines(settings: RunSettings, context: ModelContext) -> None:
             engine.close()
 
 
-def kept_cost(settings: RunSettings, kept: list[dict[str, Any]]) -> float | None:
-    """What the kept calls cost at most on the batch engine: each prompt's characters / 4 tokens, each answer its token
-    cap, at the batch price of its role's model; None when a model has no price."""
+def _batch_cost(settings: RunSettings, calls: list[tuple[str, int | None, int, int | None]]) -> float | None:
+    """What calls - (role, prompt tokens, completion tokens, cached prompt tokens) - cost at the batch price of each
+    role's model; None when a model has no price or a call no prompt tokens."""
     from ..costs.prices import batch_price, call_cost, load_prices
 
     prices, total = load_prices(settings.prices), 0.0
-    for entry in kept:
-        spec = settings.role_models[entry["role"]].spec
+    for role, prompt, completion, cached in calls:
+        spec = settings.role_models[role].spec
         price = prices.lookup(spec)
-        if price is None:
+        if price is None or prompt is None:
             return None
-        request = entry["request"]
-        total += call_cost(batch_price(price), spec, prompt_tokens=-(-sum(len(m[1]) for m in request["messages"]) // 4),
-                           completion_tokens=request["max_tokens"] or 800)
+        total += call_cost(batch_price(price), spec, prompt_tokens=prompt, completion_tokens=completion,
+                           cache_read_tokens=cached)
     return total
+
+
+def kept_cost(settings: RunSettings, kept: list[dict[str, Any]]) -> float | None:
+    """What the kept calls cost at most on the batch engine: each prompt's characters / 4 tokens, each answer its token
+    cap, at the batch price of its role's model; None when a model has no price."""
+    return _batch_cost(settings, [(e["role"], -(-sum(len(m[1]) for m in e["request"]["messages"]) // 4),
+                                   e["request"]["max_tokens"] or 800, 0) for e in kept])
 
 
 def answered_cost(settings: RunSettings, records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer]) -> float | None:
     """What the batch engine's answers cost, at the batch price, by the token counts each reports; None when a model
     has no price or an answer no counts."""
-    from ..costs.prices import batch_price, call_cost, load_prices
-
-    prices, total = load_prices(settings.prices), 0.0
-    for record, answer in found.items():
-        if answer.response is None:
-            continue
-        spec = settings.role_models[records[record]["role"]].spec
-        price = prices.lookup(spec)
-        if price is None or answer.response.prompt_tokens is None:
-            return None
-        total += call_cost(batch_price(price), spec, prompt_tokens=answer.response.prompt_tokens,
-                           completion_tokens=answer.response.completion_tokens or 0,
-                           cache_read_tokens=answer.response.cache_read_tokens)
-    return total
+    return _batch_cost(settings, [(records[record]["role"], a.response.prompt_tokens, a.response.completion_tokens or 0,
+                                   a.response.cache_read_tokens) for record, a in found.items() if a.response is not None])
 
 
 def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext,
@@ -231,20 +225,14 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
     ids = record_ids(len(kept))
     records = {record: {"case": e["case"], "role": e["role"], "spec": e["spec"]} for record, e in zip(ids, kept)}
     requests = {record: e["request"] for record, e in zip(ids, kept)}
-    jobs = []
-    for (spec, role), chunk in _by_model(records).items():
-        engine = _engine(spec, role, context)
-        try:
-            for n in range(0, len(chunk), engine.maximum):
-                part = chunk[n:n + engine.maximum]
-                job = engine.submit([BatchRequest(r, request_of(requests[r])) for r in part],
-                                    name=f"personalens-{run_id}-{len(jobs) + 1}")
-                jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
-        finally:
+    engines = {key: _engine(*key, context) for key in _by_model(records)}
+    try:
+        jobs = _send(records, engines, lambda engine, r: engine.chat.payload(request_of(requests[r])),
+                     name=f"personalens-{run_id}")
+    finally:
+        for engine in engines.values():
             engine.close()
-    state = {"version": STATE_VERSION, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
+    _keep_jobs(path, settings, run_id, jobs, records)
     cases = len({entry["case"] for entry in kept})
     priced = "" if cost is None else f", at most {format_cost(cost)} at the batch price"
     return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
@@ -267,6 +255,28 @@ def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Ca
         return [f"--judge-batch submit: no batch job sent (the run did not finish); its kept judge calls are in "
                 f"{run_dir / REQUESTS}"]
     return submit_kept(settings, run_dir, run_id, context(), spent)
+
+
+def _send(records: dict[str, dict[str, Any]], engines: dict[tuple[str, str], Any],
+          body_of: Callable[[Any, str], Any], *, name: str) -> list[dict[str, Any]]:
+    """The records sent as batch jobs, one engine a model and at most its maximum a job (``body_of(engine, record)``:
+    the request body a record sends); the jobs as the jobs file keeps them."""
+    jobs: list[dict[str, Any]] = []
+    for (spec, role), chunk in _by_model(records).items():
+        engine = engines[(spec, role)]
+        for n in range(0, len(chunk), engine.maximum):
+            job = engine.submit_bodies([(r, body_of(engine, r)) for r in chunk[n:n + engine.maximum]],
+                                       name=f"{name}-{len(jobs) + 1}")
+            jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
+    return jobs
+
+
+def _keep_jobs(path: Path, settings: RunSettings, run_id: str, jobs: list[dict[str, Any]],
+               records: dict[str, dict[str, Any]]) -> None:
+    """The jobs to collect next, written whole (:func:`read_state` reads them back)."""
+    state = {"version": STATE_VERSION, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
 
 
 def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
@@ -358,18 +368,10 @@ def _resend(settings: RunSettings, state: dict[str, Any], failed: list[str], sen
     """``--batch-resend``: every call of each case a record of which failed, sent again as it was sent (the provider's
     copy of it) in new jobs, kept as the jobs to collect next (a case's answers are always written whole)."""
     resent = [record for record, entry in state["records"].items() if entry["case"] in failed]
-    ids = dict(zip(resent, record_ids(len(resent), prefix="S")))
-    records = {ids[record]: state["records"][record] for record in resent}
-    jobs = []
-    for (spec, role), chunk in _by_model(records).items():
-        engine = engines[(spec, role)]
-        back = {new: old for old, new in ids.items()}
-        for n in range(0, len(chunk), engine.maximum):
-            job = engine.submit_bodies([(r, sent[back[r]]) for r in chunk[n:n + engine.maximum]],
-                                       name=f"personalens-resend-{len(jobs) + 1}")
-            jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
-    again = {"version": STATE_VERSION, "run_id": "resent", "judge": settings.judge_model, "jobs": jobs, "records": records}
-    write_bytes_atomically(state["path"], json.dumps(again, ensure_ascii=False).encode("utf-8"))
+    back = dict(zip(record_ids(len(resent), prefix="S"), resent))  # each new record id: the record it sends again
+    records = {new: state["records"][old] for new, old in back.items()}
+    jobs = _send(records, engines, lambda engine, r: sent[back[r]], name="personalens-resend")
+    _keep_jobs(state["path"], settings, "resent", jobs, records)
     return (f"; the calls of the {len(failed)} case(s) in error sent again as {len(jobs)} batch job(s) "
             f"({', '.join(j['job']['job_id'] for j in jobs)}): collect again later")
 
