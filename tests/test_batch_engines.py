@@ -276,7 +276,8 @@ def test_a_run_judged_on_the_batch_engine_scores_as_online_and_replays_offline(p
 
 
 @pytest.mark.parametrize("judge, said", [
-    ("bedrock:anthropic.claude-3-haiku-20240307-v1:0", "is not behind an OpenAI-compatible endpoint"),
+    ("bedrock:anthropic.claude-3-haiku-20240307-v1:0", "asks for its answer through a tool (json_mode 'tool')"),
+    ("bedrock:meta.llama3-70b-instruct-v1:0", "batch_role_arn and batch_s3 expected in its [models] entry"),
     ("openai:fake-judge", "does not offer the Batch API"),  # an endpoint that answers chat calls only
     ("local", "is the embedded model, which has no batch engine"),
 ])
@@ -430,8 +431,8 @@ def test_a_jobs_file_edited_or_a_judge_changed_since_never_lends_an_answer_to_an
 @pytest.mark.parametrize("change, said", [
     (lambda state, root: next(iter(state["records"].values())).update(case="../../../../escaped"), "not a case id"),
     (lambda state, root: next(iter(state["records"].values())).update(role="reviewer"), "model and role"),
-    (lambda state, root: state["records"].popitem(), "not its jobs' records"),
-    (lambda state, root: state.update(version=1), "version 2 expected"),
+    (lambda state, root: state["records"].popitem(), "records are not its jobs'"),
+    (lambda state, root: state.update(version=2), "version 3 expected"),
 ])
 def test_a_jobs_file_that_is_not_a_submits_is_one_line_and_nothing_is_written(pytester, monkeypatch, change, said):
     _, collect, _, _ = _submit_and_collect(pytester, monkeypatch, edit=_edited(change), online=False)
@@ -597,3 +598,166 @@ def test_a_partly_failed_job_is_resumed_its_failed_cases_sent_again_and_collecte
     assert all(r["scores"] is not None for r in again)
     assert [r["scores"] for r in again if r["scenario_id"] != "user7-SD-Alarm-task-2"] == \
         [r["scores"] for r in rows if r["scores"] is not None]
+
+
+# -- Bedrock in the run: boto3's own clients against a loopback fake of batch inference and S3 -------------------------
+
+LLAMA = "meta.llama3-70b-instruct-v1:0"
+
+
+def _bedrock_project(pytester, runtime_url: str, *, judge: str = LLAMA, json_mode: str = "none") -> None:
+    from .support.project import suite_project
+
+    suite_project(pytester, f'record_mode = "all"\n[models.batch-judge]\nkind = "bedrock"\nmodel = "{judge}"\n'
+                            f'region = "us-east-1"\njson_mode = "{json_mode}"\nendpoint_url = "{runtime_url}"\n'
+                            f'batch_role_arn = "{ROLE}"\nbatch_s3 = "s3://team-evals/personalens/"\n')
+
+
+def _bedrock_runs(pytester, monkeypatch, selection, *, outcomes=None, model=None, online=True):
+    """Submit (a Bedrock judge on batch inference), collect in another process, then the same judge online (its
+    answers read as free text alike): the three runs' rows, the collect run, and the fake's calls."""
+    from .support.fake_llm import FakeLLM, Script, _chat_from_converse, _converse_answer
+    from .support.fake_bedrock_batch import FakeBedrockBatch
+    from .support.project import latest_results, read_rows
+
+    script = Script(terminate_after=2, vary_assistant_text=True, judge_rule=_hashed)
+    judge = FakeLLM(script)
+
+    def answer(model_input: dict) -> dict:
+        chat = _chat_from_converse(model_input)
+        return _converse_answer(chat, judge.answer(chat))
+
+    base = ("-p", "no:deepeval", "--user-model", "openai:fake-user", "--assistant-model", "openai:fake-bot",
+            "--judge-model", "batch-judge", *selection)
+    with FakeLLM(script) as fake, FakeBedrockBatch(answer, outcomes=outcomes, model=model) as batch:
+        for name in ("S3", "BEDROCK"):
+            monkeypatch.setenv(f"AWS_ENDPOINT_URL_{name}", batch.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+        runtime = fake.url.removesuffix("/v1")
+        _bedrock_project(pytester, runtime)
+        submit = pytester.runpytest_subprocess(*base, "--judge-batch", "submit")
+        submitted = read_rows(latest_results(pytester.path))
+        judged_online_at_submit = len([r for r in fake.requests if "impartial evaluator" in json.dumps(r)])
+        collect = pytester.runpytest_subprocess(*base, "--judge-batch", "collect")
+        collected = read_rows(latest_results(pytester.path)) if collect.ret != pytest.ExitCode.USAGE_ERROR else []
+        runs = {"submit": submit, "submitted": submitted, "collect": collect, "collected": collected,
+                "calls": list(batch.calls), "judged_online_at_submit": judged_online_at_submit, "jobs": dict(batch.jobs)}
+        if not online:
+            return runs
+        replayed = pytester.runpytest_subprocess(*base, "--rejudge", "--record-mode", "none")
+        again = read_rows(latest_results(pytester.path))
+        pytester.runpytest_subprocess(*base, "--rejudge", "--record-mode", "all")
+        online = read_rows(latest_results(pytester.path))
+        return {**runs, "replayed": replayed, "again": again, "online": online}
+
+
+@pytest.mark.usefixtures("aws_env")
+@pytest.mark.parametrize("selection, jobs", [
+    (("--profiles", "7", "--task-kind", "sd"), 1),          # more calls than a job's least: one batch job
+    (("--profiles", "7", "--domains", "Alarm"), 0),          # fewer: online, with one line
+])
+def test_a_bedrock_judge_on_batch_inference_scores_what_it_scores_online_and_replays_offline(pytester, monkeypatch,
+                                                                                               selection, jobs):
+    """Submit writes the records to S3 and starts a Converse job (or, below Bedrock's least job, calls online and
+    says so); collect - another process - reads the job's output back by record id and records each answer as the
+    answer to the judge's own online call; the rows score what the same judge scores online, and replay offline."""
+    runs = _bedrock_runs(pytester, monkeypatch, selection)
+    assert all(r["error"]["kind"] == "BatchPendingError" for r in runs["submitted"])
+    assert len(runs["jobs"]) == jobs
+    said = runs["submit"].stdout.str()
+    if jobs:
+        assert runs["judged_online_at_submit"] == 0 and "CreateModelInvocationJob" in runs["calls"]
+    else:
+        assert "fewer than its batch engine's least job (100 records), sent online" in said
+        assert runs["judged_online_at_submit"] == 6 * len(runs["submitted"])
+    assert runs["collect"].ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), runs["collect"].stderr.str()
+    assert all(r["error"] is None for r in runs["collected"]), runs["collected"][0]["error"]
+    assert sorted(map(repr, map(_judging, runs["collected"]))) == sorted(map(repr, map(_judging, runs["online"])))
+    assert sorted(map(repr, map(_judging, runs["again"]))) == sorted(map(repr, map(_judging, runs["collected"])))
+    assert runs["collected"] and all(r["scores"] is not None for r in runs["collected"])
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_bedrock_record_in_error_is_its_cases_error_with_the_providers_code_and_the_rest_score(pytester, monkeypatch):
+    runs = _bedrock_runs(pytester, monkeypatch, ("--profiles", "7", "--task-kind", "sd"),
+                         outcomes={"R0000000007": "error", "R000000000A": "missing"}, online=False)
+    failed = [r for r in runs["collected"] if r["error"] is not None]
+    assert len(failed) in (1, 2) and all(r["scores"] is None for r in failed)
+    assert any("400: Malformed input request (batch)" in r["error"]["message"] for r in failed)
+    assert all(r["scores"] is not None for r in runs["collected"] if r["error"] is None)
+    assert len(runs["collected"]) == len(runs["submitted"])
+    assert "2 in error" in runs["collect"].stderr.str()
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_bedrock_job_that_ran_another_model_lends_no_answer(pytester, monkeypatch):
+    runs = _bedrock_runs(pytester, monkeypatch, ("--profiles", "7", "--task-kind", "sd"),
+                         model="anthropic.claude-3-haiku-20240307-v1:0", online=False)
+    assert runs["collect"].ret == pytest.ExitCode.USAGE_ERROR and runs["collected"] == []
+    assert "ran 'anthropic.claude-3-haiku-20240307-v1:0', not meta.llama3-70b-instruct-v1:0" in runs["collect"].stderr.str()
+    assert not list(pytester.path.glob("cassettes/**/rejudged/**/*.xz"))
+
+
+def _chat_requests():
+    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
+    message = st.builds(lambda role, content, cut: Message(role, content, cut % (len(content) + 1)),
+                        st.sampled_from(["user", "assistant"]), text, st.integers(0, 50))
+    return st.builds(
+        lambda system, turns, temperature, top_p, stop, tokens: ChatRequest(
+            messages=(*([Message("system", system)] if system else []), *turns), purpose="judge",
+            temperature=temperature, max_tokens=tokens, top_p=top_p, stop=tuple(stop),
+            json_schema={"type": "object", "properties": {"score": {"type": "integer"}}}, schema_name="rating"),
+        st.none() | text, st.lists(message, min_size=1, max_size=4), st.none() | st.floats(0, 1),
+        st.none() | st.floats(0.1, 1), st.lists(text, max_size=5), st.none() | st.integers(1, 4000))
+
+
+@pytest.mark.usefixtures("aws_env")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_chat_requests(), st.sampled_from([LLAMA, CLAUDE, "mistral.mistral-7b-instruct-v0:2",
+                                          "us.anthropic.claude-sonnet-4-20250514-v1:0"]),
+       st.sampled_from([None, "http://127.0.0.1:8123"]))
+def test_a_collected_bedrock_answer_is_recorded_as_the_call_the_judges_replaying_client_makes(request, model, endpoint):
+    """Whatever the request (a system prompt or none, cache points, stop sequences, a model that refuses a system
+    prompt, an inference profile, an endpoint of its own), the call botocore builds from the record's input is the
+    one the judge's own client makes when it replays - matched as one, its answer read alike."""
+    import boto3
+
+    from personalens_testkit.llm.batch.bedrock_batch import BedrockBatch
+    from personalens_testkit.llm.bedrock import BedrockChat
+    from personalens_testkit.replay.cassette import Request
+    from personalens_testkit.replay.matching import same_call
+
+    answer = _converse("a free-text answer", 3)
+    stored = {"status": {"code": 200, "message": "OK"}, "headers": {"content-type": ["application/json"]},
+              "body": {"string": json.dumps(answer).encode()}}
+    seen: list[Request] = []
+
+    def keep(method, uri, body, payload, send):
+        seen.append(Request(method, uri, body, {}))
+        return send()
+
+    client = boto3.client("bedrock-runtime", region_name="us-west-2", endpoint_url=endpoint)
+    chat = BedrockChat(spec=f"bedrock:{model}", model_id=model, json_mode="none", client=client)
+    engine = BedrockBatch(chat, role_arn=None, s3_uri=None, bedrock=None, s3=None)
+    engine.call.record(engine.call.body(request), stored, keep)
+    replaying = BedrockChat(spec=f"bedrock:{model}", model_id=model, json_mode="none", region="us-west-2",
+                            endpoint_url=endpoint, replay_only=True, exchange=lambda m, u, b, p, send: keep(
+                                m, u, b, p, lambda: stored))
+    assert replaying.complete(request).text == "a free-text answer"
+    assert len(seen) == 2 and same_call(seen[0], seen[1])
+    engine.close()
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_bedrock_engine_is_checked_before_any_dialogue_and_says_what_is_missing():
+    engine, bedrock, s3, _ = _bedrock()
+    s3.add_response("head_bucket", {}, {"Bucket": "team-evals"})
+    bedrock.add_response("list_model_invocation_jobs", {"invocationJobSummaries": []}, {"maxResults": 1})
+    s3.add_client_error("head_bucket", "403", "Forbidden", 403, expected_params={"Bucket": "team-evals"})
+    with bedrock, s3:
+        engine.check()
+        with pytest.raises(ModelError, match="HeadBucket: 403"):
+            engine.check()
+    engine.role_arn = None
+    with pytest.raises(ValueError, match="batch_role_arn and batch_s3 expected"):
+        engine.check()

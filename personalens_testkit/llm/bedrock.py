@@ -288,10 +288,24 @@ class BedrockChat:
             return [{"text": text[:cut]}, CACHE_POINT, {"text": text[cut:]}]
         return [{"text": text}]
 
+    @property
+    def region(self) -> str | None:
+        """The region the client calls (its own, resolved from the entry or the AWS chain)."""
+        return self._client.meta.region_name
+
+    @property
+    def endpoint_url(self) -> str:
+        """The endpoint the client calls (the region's, or the entry's ``endpoint_url``)."""
+        return self._client.meta.endpoint_url
+
     def complete(self, request: ChatRequest) -> ChatResponse:
+        return self._parse(self.converse(self.converse_args(request)))
+
+    def converse(self, args: dict[str, Any]) -> dict[str, Any]:
+        """One Converse call of these arguments, its answer as the service returns it (botocore's metadata left out);
+        every failure a :class:`ModelError` saying what went wrong and whether another attempt may help."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        args = self.converse_args(request)
         try:
             response = call_by_deadline(lambda: self._client.converse(**args), self.timeout_s, "timeout_s",
                                         thread="bedrock")
@@ -313,7 +327,7 @@ class BedrockChat:
             if problem is not None:  # retrying cannot help: say what to do
                 raise ModelError(problem, model=self.spec) from exc
             raise ModelError(f"Bedrock call failed ({type(exc).__name__}: {exc})", model=self.spec, retryable=True) from exc
-        return self._parse(response)
+        return {key: value for key, value in response.items() if key != "ResponseMetadata"}
 
     def answer_of(self, response: dict[str, Any]) -> ChatResponse:
         """A Converse answer read as this model's (a batch job's results hold such answers): a ModelError when it is

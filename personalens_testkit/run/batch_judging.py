@@ -17,8 +17,12 @@ by one - about half the price, within 24 hours. Two runs, in any two processes:
   recorded dialogues are judged from those cassettes, through the same answer grammar, into the same rows, reports,
   gates and verdict as an online run - and replay offline alike, ever after (``--rejudge``).
 
-This step takes OpenAI-compatible judges (the OpenAI Batch API); Bedrock's engine is built
-(:mod:`~..llm.batch.bedrock_batch`) but not offered here yet.
+The engines: the OpenAI Batch API behind an OpenAI-compatible endpoint, and Bedrock's batch inference (a judge's
+``[models]`` entry of kind ``bedrock`` with ``json_mode = "none"`` - a batch job takes no tool -, ``batch_role_arn``
+and ``batch_s3``). A model's calls fewer than its engine's least job (Bedrock: 100) are sent online at the end of the
+submit run, their answers kept in the jobs file for collect. Each engine records a collected answer as the answer to
+the online call its judge makes (:meth:`~..llm.batch.jobs.OnlineCall.record`), so the cassettes replay as an online
+run's.
 """
 
 from __future__ import annotations
@@ -30,23 +34,20 @@ import threading
 import time
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..callsite import JUDGING_ROLES, CallRole
 from ..costs.shape import stand_in_answer
 from ..data.models import case_id
-from ..errors import BatchPendingError, StorageError, UsageError
+from ..errors import BatchPendingError, ModelError, StorageError, UsageError
 from ..files import write_bytes_atomically
-from ..llm import json_body
 from ..llm.base import ChatModel, ChatRequest, ChatResponse, Message
-from ..llm.batch.jobs import BatchAnswer, BatchJob, record_ids
-from ..replay.cassette import Request
+from ..llm.batch.jobs import BatchAnswer, BatchEngine, BatchJob, record_ids
 from ..replay.store import assistant_dir, assistant_folder
 from ..secrets import redact_json
 
 if TYPE_CHECKING:
     from ..evaluation import Evaluation
-    from ..llm.batch.openai_batch import OpenAIBatch
     from ..llm.registry import ModelContext
     from ..settings import RunSettings
 
@@ -137,16 +138,46 @@ def state_path(settings: RunSettings) -> Path:
         settings.judge_model) / STATE_NAME
 
 
-def _engine(spec: str, role: str, context: ModelContext) -> OpenAIBatch:
-    from ..llm.batch.openai_batch import OpenAIBatch
+def _engine(spec: str, role: str, context: ModelContext, settings: RunSettings) -> BatchEngine:
+    """The batch engine of a judging role's model: the OpenAI Batch API behind an OpenAI-compatible endpoint, or
+    Bedrock's batch inference (its entry's ``batch_role_arn`` and ``batch_s3``); a UsageError for any other."""
+    import dataclasses
+
+    from ..llm.bedrock import BedrockChat
     from ..llm.openai_compat import OpenAICompatibleChat
     from ..llm.registry import create_model
 
-    chat = create_model(spec, context, role)
-    if not isinstance(chat, OpenAICompatibleChat):
-        raise UsageError(f"--judge-batch: the {role}'s model {spec} is not behind an OpenAI-compatible endpoint: only "
-                         "those are judged on a batch engine so far")
-    return OpenAIBatch(chat)
+    # the engine's own client, on the role's credentials (never a replaying one), recording nothing itself
+    chat = create_model(spec, dataclasses.replace(context, replay_only_roles=frozenset(), exchange=None), role)
+    if isinstance(chat, OpenAICompatibleChat):
+        from ..llm.batch.openai_batch import OpenAIBatch
+
+        return OpenAIBatch(chat)
+    if isinstance(chat, BedrockChat):
+        return _bedrock_engine(chat, spec, role, settings)
+    chat.close()
+    raise UsageError(f"--judge-batch: the {role}'s model {spec} has no batch engine: an OpenAI-compatible endpoint "
+                     "that offers the Batch API or a Bedrock model is expected")
+
+
+def _bedrock_engine(chat: Any, spec: str, role: str, settings: RunSettings) -> BatchEngine:
+    """Bedrock's batch inference for a judging role: its answer asked as free text (a batch job takes no tool: the
+    model's entry says so, ``json_mode = "none"``, so that its online calls - and their replays - are the batch
+    job's), its clients on the role's region and credentials."""
+    from ..llm.batch.bedrock_batch import BedrockBatch
+    from ..llm.bedrock import aws_session
+    from ..llm.entries import BedrockModel
+
+    entry = settings.role_models[role].entry
+    if chat.json_mode != "none" or not isinstance(entry, BedrockModel):
+        chat.close()
+        raise UsageError(f"--judge-batch: the {role}'s model {spec} asks for its answer through a tool (json_mode "
+                         f"{chat.json_mode!r}), which a Bedrock batch job does not take: name a [models] entry with "
+                         'kind = "bedrock", json_mode = "none" (its answer read as free text, online and in batch '
+                         "alike), batch_role_arn and batch_s3")
+    session = aws_session(chat.region)
+    return BedrockBatch(chat, role_arn=entry.batch_role_arn, s3_uri=entry.batch_s3, bedrock=session.client("bedrock"),
+                        s3=session.client("s3"))
 
 
 def judging_models(settings: RunSettings) -> dict[str, str]:
@@ -164,49 +195,57 @@ def check_engines(settings: RunSettings, context: ModelContext) -> None:
     endpoint offers the Batch API to its key."""
     uncollected(state_path(settings))
     for role, spec in judging_models(settings).items():
-        engine = _engine(spec, role, context)
+        engine = _engine(spec, role, context, settings)
         try:
             engine.check()
+        except ValueError as exc:
+            raise UsageError(f"--judge-batch submit: the {role}'s model {spec}: {exc} in its [models] entry") from None
         finally:
             engine.close()
 
 
-def _batch_cost(settings: RunSettings, calls: list[tuple[str, int | None, int, int | None]]) -> float | None:
-    """What calls - (role, prompt tokens, completion tokens, cached prompt tokens) - cost at the batch price of each
-    role's model; None when a model has no price or a call no prompt tokens."""
+def _batch_cost(settings: RunSettings, calls: list[tuple[str, int | None, int, int | None, bool]]) -> float | None:
+    """What calls - (role, prompt tokens, completion tokens, cached prompt tokens, whether on the batch engine) - cost
+    at each role's model's price, the batch price for those on the batch engine; None when a model has no price or a
+    call no prompt tokens."""
     from ..costs.prices import batch_price, call_cost, load_prices
 
     prices, total = load_prices(settings.prices), 0.0
-    for role, prompt, completion, cached in calls:
+    for role, prompt, completion, cached, batched in calls:
         spec = settings.role_models[role].spec
         price = prices.lookup(spec)
         if price is None or prompt is None:
             return None
-        total += call_cost(batch_price(price), spec, prompt_tokens=prompt, completion_tokens=completion,
-                           cache_read_tokens=cached)
+        total += call_cost(batch_price(price) if batched else price, spec, prompt_tokens=prompt,
+                           completion_tokens=completion, cache_read_tokens=cached)
     return total
 
 
-def kept_cost(settings: RunSettings, kept: list[dict[str, Any]]) -> float | None:
-    """What the kept calls cost at most on the batch engine: each prompt's characters / 4 tokens, each answer its token
-    cap, at the batch price of its role's model; None when a model has no price."""
+def kept_cost(settings: RunSettings, kept: list[dict[str, Any]], online: frozenset[int] = frozenset()) -> float | None:
+    """What the kept calls cost at most: each prompt's characters / 4 tokens, each answer its token cap, at the batch
+    price of its role's model (``online``: the indexes of those sent online, at the full price); None when a model has
+    no price."""
     return _batch_cost(settings, [(e["role"], -(-sum(len(m[1]) for m in e["request"]["messages"]) // 4),
-                                   e["request"]["max_tokens"] or 800, 0) for e in kept])
+                                   e["request"]["max_tokens"] or 800, 0, n not in online) for n, e in enumerate(kept)])
 
 
-def answered_cost(settings: RunSettings, records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer]) -> float | None:
-    """What the batch engine's answers cost, at the batch price, by the token counts each reports; None when a model
-    has no price or an answer no counts."""
+def answered_cost(settings: RunSettings, records: dict[str, dict[str, Any]], found: dict[str, BatchAnswer],
+                  online: Iterable[str] = ()) -> float | None:
+    """What the answers cost, by the token counts each reports: the batch price, the full price for those sent online
+    (``online``); None when a model has no price or an answer no counts."""
+    alone = set(online)
     return _batch_cost(settings, [(records[record]["role"], a.response.prompt_tokens, a.response.completion_tokens or 0,
-                                   a.response.cache_read_tokens) for record, a in found.items() if a.response is not None])
+                                   a.response.cache_read_tokens, record not in alone)
+                                  for record, a in found.items() if a.response is not None])
 
 
 def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext,
                 spent: Callable[[], float] = lambda: 0.0) -> list[str]:
-    """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model), the jobs kept
-    (:func:`state_path`: each record's case, role and model - what was sent stays at the provider, which collect reads
-    back); what was done, in lines. With ``--max-cost``, nothing is sent that the budget left (``spent``: what the
-    run's ledger holds) could not pay for at most."""
+    """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model; a model's calls
+    fewer than its engine's least job sent online, one by one, their answers kept), the jobs kept (:func:`state_path`:
+    each record's case, role and model - what was sent stays at the provider, which collect reads back); what was
+    done, in lines. With ``--max-cost``, nothing is sent that the budget left (``spent``: what the run's ledger holds)
+    could not pay for at most."""
     from ..costs.prices import format_cost
 
     kept = []
@@ -214,30 +253,51 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
         kept += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not kept:
         return ["--judge-batch submit: no judge call was kept, no job sent"]
-    cost = kept_cost(settings, kept)
-    if settings.max_cost is not None and (cost is None or spent() + cost > settings.max_cost):
-        at_most = "a cost not known" if cost is None else f"at most {format_cost(cost)}"
-        return [f"--max-cost {format_cost(settings.max_cost)}: the {len(kept)} kept judge call(s) would cost {at_most} on "
-                f"the batch engine, {format_cost(spent())} spent already: no job sent; the kept calls are in "
-                f"{run_dir / REQUESTS}"]
     path = state_path(settings)
     uncollected(path)  # never send jobs whose answers could not be collected
     ids = record_ids(len(kept))
     records = {record: {"case": e["case"], "role": e["role"], "spec": e["spec"]} for record, e in zip(ids, kept)}
     requests = {record: e["request"] for record, e in zip(ids, kept)}
-    engines = {key: _engine(*key, context) for key in _by_model(records)}
+    engines = {key: _engine(*key, context, settings) for key in _by_model(records)}
     try:
-        jobs = _send(records, engines, lambda engine, r: engine.chat.payload(request_of(requests[r])),
-                     name=f"personalens-{run_id}")
+        alone = {record for key, chunk in _by_model(records).items() for record in _alone(chunk, engines[key])}
+        cost = kept_cost(settings, kept, frozenset(n for n, record in enumerate(ids) if record in alone))
+        if settings.max_cost is not None and (cost is None or spent() + cost > settings.max_cost):
+            at_most = "a cost not known" if cost is None else f"at most {format_cost(cost)}"
+            return [f"--max-cost {format_cost(settings.max_cost)}: the {len(kept)} kept judge call(s) would cost "
+                    f"{at_most}, {format_cost(spent())} spent already: no job sent; the kept calls are in "
+                    f"{run_dir / REQUESTS}"]
+        jobs, online = _send(records, engines, lambda engine, r: engine.call.body(request_of(requests[r])),
+                             name=f"personalens-{run_id}")
     finally:
         for engine in engines.values():
             engine.close()
-    _keep_jobs(path, settings, run_id, jobs, records)
+    _keep_jobs(path, settings, run_id, jobs, online, records)
     cases = len({entry["case"] for entry in kept})
-    priced = "" if cost is None else f", at most {format_cost(cost)} at the batch price"
+    priced = "" if cost is None else (f", at most {format_cost(cost)} at the batch price"
+                                      + (" and the full price online" if online else ""))
     return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
-            f"({', '.join(j['job']['job_id'] for j in jobs)}{priced}); kept in {path}",
+            f"({', '.join(j['job']['job_id'] for j in jobs) or 'none'}{priced}); kept in {path}",
+            *_online_line(online, records, engines),
             "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
+
+
+def _alone(chunk: list[str], engine: BatchEngine) -> list[str]:
+    """The records of one model that go online: the last part of its calls when fewer than its engine's least job."""
+    rest = len(chunk) % engine.maximum
+    return chunk[len(chunk) - rest:] if 0 < rest < engine.minimum else []
+
+
+def _online_line(online: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]],
+                 engines: dict[tuple[str, str], BatchEngine]) -> list[str]:
+    """One line for the calls sent online: how many, of which model, and why."""
+    lines = []
+    for (spec, role), engine in engines.items():
+        count = sum(1 for record in online if (records[record]["spec"], records[record]["role"]) == (spec, role))
+        if count:
+            lines.append(f"{count} call(s) of the {role}'s model {spec}: fewer than its batch engine's least job "
+                         f"({engine.minimum} records), sent online at the full price; their answers kept for collect")
+    return lines
 
 
 def uncollected(path: Path) -> None:
@@ -257,26 +317,36 @@ def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Ca
     return submit_kept(settings, run_dir, run_id, context(), spent)
 
 
-def _send(records: dict[str, dict[str, Any]], engines: dict[tuple[str, str], Any],
-          body_of: Callable[[Any, str], Any], *, name: str) -> list[dict[str, Any]]:
+def _send(records: dict[str, dict[str, Any]], engines: dict[tuple[str, str], BatchEngine],
+          body_of: Callable[[BatchEngine, str], Any], *, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The records sent as batch jobs, one engine a model and at most its maximum a job (``body_of(engine, record)``:
-    the request body a record sends); the jobs as the jobs file keeps them."""
+    the request body a record sends), those a job would be too small for sent online; the jobs as the jobs file keeps
+    them, and the online answers by record (what was sent, and the answer or the error)."""
     jobs: list[dict[str, Any]] = []
+    online: dict[str, Any] = {}
     for (spec, role), chunk in _by_model(records).items():
         engine = engines[(spec, role)]
-        for n in range(0, len(chunk), engine.maximum):
-            job = engine.submit_bodies([(r, body_of(engine, r)) for r in chunk[n:n + engine.maximum]],
+        alone = _alone(chunk, engine)
+        batched = chunk[:len(chunk) - len(alone)]
+        for n in range(0, len(batched), engine.maximum):
+            job = engine.submit_bodies([(r, body_of(engine, r)) for r in batched[n:n + engine.maximum]],
                                        name=f"{name}-{len(jobs) + 1}")
             jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
-    return jobs
+        for record in alone:
+            body = body_of(engine, record)
+            answer = engine.online(record, body)
+            online[record] = {"sent": body, "answer": answer.body, "error_code": answer.error_code,
+                              "error": answer.error}
+    return jobs, online
 
 
-def _keep_jobs(path: Path, settings: RunSettings, run_id: str, jobs: list[dict[str, Any]],
+def _keep_jobs(path: Path, settings: RunSettings, run_id: str, jobs: list[dict[str, Any]], online: dict[str, Any],
                records: dict[str, dict[str, Any]]) -> None:
     """The jobs to collect next, written whole (:func:`read_state` reads them back)."""
-    state = {"version": STATE_VERSION, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs, "records": records}
+    state = {"version": STATE_VERSION, "run_id": run_id, "judge": settings.judge_model, "jobs": jobs,
+             "online": online, "records": records}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomically(path, json.dumps(state, ensure_ascii=False).encode("utf-8"))
+    write_bytes_atomically(path, redact_json(json.dumps(state, ensure_ascii=False)).encode("utf-8"))
 
 
 def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
@@ -286,14 +356,15 @@ def _by_model(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[
     return found
 
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 #: a case id as a cassette's file is named by it (never a path)
 _CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
 
 def read_state(settings: RunSettings) -> dict[str, Any]:
-    """A submit run's jobs, read back and checked whole: each record once, in one job of its role and model, its case
-    a case id; a UsageError naming the file and what is wrong with it."""
+    """A submit run's jobs, read back and checked whole: each record once, in one job of its role and model or sent
+    online (what was sent, and its answer or error), its case a case id; a UsageError naming the file and what is
+    wrong with it."""
     path = state_path(settings)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -306,20 +377,25 @@ def read_state(settings: RunSettings) -> dict[str, Any]:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"version {STATE_VERSION} expected")
         jobs = [(j["spec"], j["role"], BatchJob.from_dict(j["job"])) for j in state["jobs"]]
-        records = state["records"]
+        records, online = state["records"], state["online"]
         owner = {record: (spec, role) for spec, role, job in jobs for record in job.record_ids}
-        if not isinstance(records, dict) or set(records) != set(owner) or \
-                len(owner) != sum(len(job.record_ids) for *_, job in jobs):
-            raise ValueError("its records are not its jobs' records, each once")
+        if not isinstance(records, dict) or not isinstance(online, dict) or set(records) != set(owner) | set(online) \
+                or len(owner) + len(online) != sum(len(job.record_ids) for *_, job in jobs) + len(online) \
+                or set(owner) & set(online):
+            raise ValueError("its records are not its jobs' and its online calls' records, each once")
         for record, entry in records.items():
-            if not isinstance(entry, dict) or (entry.get("spec"), entry.get("role")) != owner[record] \
-                    or entry["role"] not in JUDGING_ROLES:
+            if not isinstance(entry, dict) or entry.get("role") not in JUDGING_ROLES or not isinstance(
+                    entry.get("spec"), str) or (record in owner and (entry["spec"], entry["role"]) != owner[record]):
                 raise ValueError(f"record {record}: not of its job's model and role")
             if not isinstance(entry.get("case"), str) or not _CASE.match(entry["case"]):
                 raise ValueError(f"record {record}: its case is not a case id")
+        for record, entry in online.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("sent"), dict) or not (
+                    isinstance(entry.get("answer"), dict) or isinstance(entry.get("error_code"), str)):
+                raise ValueError(f"online record {record}: what was sent, and an answer or an error code, expected")
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--judge-batch collect: {path} is not a submit run's jobs ({exc})") from None
-    return {"jobs": jobs, "records": records, "path": path}
+    return {"jobs": jobs, "online": online, "records": records, "path": path}
 
 
 def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say: Callable[[str], None],
@@ -331,49 +407,65 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
     done; the jobs' file is then kept as collected."""
     judging_models(settings)
     state = read_state(settings)
-    engines = {(spec, role): _engine(spec, role, context) for spec, role, _ in state["jobs"]}
+    records = state["records"]
+    engines = {key: _engine(*key, context, settings) for key in {(e["spec"], e["role"]) for e in records.values()}}
     try:
         _wait(state, engines, settings, say, sleep)
-        sent: dict[str, Any] = {}
-        found: dict[str, BatchAnswer] = {}
-        for spec, role, job in state["jobs"]:
-            engine = engines[(spec, role)]
-            held = engine.sent(job)
-            missing = [record for record in job.record_ids if record not in held]
-            if missing:
-                raise UsageError(f"--judge-batch collect: {state['path']} names record {missing[0]} of job "
-                                 f"{job.job_id}, which the provider's copy of that job does not hold")
-            sent.update((record, held[record]) for record in job.record_ids)
-            found.update({a.record_id: a for a in engine.answers(job)})
-        errors = _record(state["records"], sent, found, engines, cassettes)
+        sent, found = _gathered(state, engines)
+        errors = _record(records, sent, found, engines, cassettes)
         state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
-        failed = sorted({entry["case"] for record, entry in state["records"].items()
-                         if not (record in found and found[record].ok)})
+        failed = sorted({entry["case"] for record, entry in records.items() if not found[record].ok})
         again = _resend(settings, state, failed, sent, engines) if failed and settings.batch_resend else ""
     finally:
         for engine in engines.values():
             engine.close()
     from ..costs.prices import format_cost
 
-    cost = answered_cost(settings, state["records"], found)
-    priced = "" if cost is None else f"; they cost {format_cost(cost)} at the batch price"
+    cost = answered_cost(settings, records, found, state["online"])
+    priced = "" if cost is None else f"; they cost {format_cost(cost)}"
     resend = "" if not failed or again else f" - to send their {len(failed)} case(s)' calls again: --batch-resend"
-    return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s) read into the "
+    online = f" and {len(state['online'])} sent online" if state["online"] else ""
+    return (f"--judge-batch collect: {len(found)} answer(s) of {len(state['jobs'])} batch job(s){online} read into the "
             f"judge's cassettes ({errors} in error, each its case's error with the provider's code{resend}){priced}"
             + again)
 
 
+def _gathered(state: dict[str, Any], engines: dict[tuple[str, str], BatchEngine]) -> tuple[dict[str, Any],
+                                                                                          dict[str, BatchAnswer]]:
+    """What was sent with each record (the provider's copy of each job's input; the kept copy of an online call) and
+    its answer - an error for a record no result holds."""
+    sent: dict[str, Any] = {}
+    found: dict[str, BatchAnswer] = {}
+    for spec, role, job in state["jobs"]:
+        engine = engines[(spec, role)]
+        held = engine.sent(job)
+        missing = [record for record in job.record_ids if record not in held]
+        if missing:
+            raise UsageError(f"--judge-batch collect: {state['path']} names record {missing[0]} of job "
+                             f"{job.job_id}, which the provider's copy of that job does not hold")
+        sent.update((record, held[record]) for record in job.record_ids)
+        found.update({a.record_id: a for a in engine.answers(job)})
+    for record, entry in state["online"].items():
+        engine = engines[(state["records"][record]["spec"], state["records"][record]["role"])]
+        sent[record] = entry["sent"]
+        found[record] = engine.call.read(record, entry["answer"]) if entry.get("answer") is not None else BatchAnswer(
+            record, error_code=str(entry["error_code"]), error=str(entry.get("error") or ""))
+    return sent, found
+
+
 def _resend(settings: RunSettings, state: dict[str, Any], failed: list[str], sent: dict[str, Any],
-            engines: dict[tuple[str, str], Any]) -> str:
+            engines: dict[tuple[str, str], BatchEngine]) -> str:
     """``--batch-resend``: every call of each case a record of which failed, sent again as it was sent (the provider's
-    copy of it) in new jobs, kept as the jobs to collect next (a case's answers are always written whole)."""
+    copy of it) in new jobs (or online, too few for a job), kept as the jobs to collect next (a case's answers are
+    always written whole)."""
     resent = [record for record, entry in state["records"].items() if entry["case"] in failed]
     back = dict(zip(record_ids(len(resent), prefix="S"), resent))  # each new record id: the record it sends again
     records = {new: state["records"][old] for new, old in back.items()}
-    jobs = _send(records, engines, lambda engine, r: sent[back[r]], name="personalens-resend")
-    _keep_jobs(state["path"], settings, "resent", jobs, records)
+    jobs, online = _send(records, engines, lambda engine, r: sent[back[r]], name="personalens-resend")
+    _keep_jobs(state["path"], settings, "resent", jobs, online, records)
+    alone = f" and {len(online)} call(s) online" if online else ""
     return (f"; the calls of the {len(failed)} case(s) in error sent again as {len(jobs)} batch job(s) "
-            f"({', '.join(j['job']['job_id'] for j in jobs)}): collect again later")
+            f"({', '.join(j['job']['job_id'] for j in jobs) or 'none'}){alone}: collect again later")
 
 
 def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: RunSettings,
@@ -397,9 +489,9 @@ def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: 
 
 
 def _record(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dict[str, BatchAnswer],
-            engines: dict[tuple[str, str], Any], cassettes: Any) -> int:
+            engines: dict[tuple[str, str], BatchEngine], cassettes: Any) -> int:
     """Each case's answers written into its re-judging cassette, in the order its judging asked, each as the answer
-    to the request sent with its record; how many in error."""
+    to the online call that sends what was sent with its record; how many in error."""
     by_case: dict[str, list[str]] = {}
     for record, entry in records.items():
         by_case.setdefault(entry["case"], []).append(record)
@@ -407,22 +499,10 @@ def _record(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dic
     for case, ids in by_case.items():
         with cassettes.use(cassettes.judge_path(case), "all") as cassette:
             for record in ids:
-                chat = engines[(records[record]["spec"], records[record]["role"])].chat
-                request = Request("POST", f"{chat.base_url}/chat/completions", json_body.body(sent[record]),
-                                  {"content-type": "application/json"})
-                answer = found.get(record) or BatchAnswer(record, error_code="missing", error="no result")
-                errors += not answer.ok
-                cassette.record(request, _stored(answer))
+                engine = engines[(records[record]["spec"], records[record]["role"])]
+                errors += not found[record].ok
+                try:
+                    engine.call.record(sent[record], engine.call.stored(found[record]), cassette.exchange)
+                except ModelError as exc:
+                    raise UsageError(f"--judge-batch collect: record {record} of case {case}: {exc}") from None
     return errors
-
-
-def _stored(answer: BatchAnswer) -> dict[str, Any]:
-    """A record's answer as the online call's answer: the chat completion, or the provider's error (HTTP 400: an
-    answer, never retried), its code first."""
-    if answer.ok:
-        body, status = answer.body, {"code": 200, "message": "OK"}
-    else:
-        body = {"error": {"code": answer.error_code, "message": f"{answer.error_code}: {answer.error} (batch)"}}
-        status = {"code": 400, "message": "Bad Request"}
-    return {"status": status, "headers": {"content-type": ["application/json"]},
-            "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}

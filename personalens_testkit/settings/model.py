@@ -143,7 +143,7 @@ class RunSettings:
         for table, entries in (("models", self.models), ("assistants", self.assistants.entries)):
             for name, entry in entries.items():
                 for key, value in entry.model_dump().items():
-                    if isinstance(value, str) and "://" in value:
+                    if isinstance(value, str) and value.lower().startswith(("http://", "https://")):  # not s3://
                         found[f"{table}.{name}.{key}"] = value
         return found
 

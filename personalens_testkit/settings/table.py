@@ -211,7 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="{none,once,new_episodes,all}", default="none"),
     Setting("rejudge", "replay the recorded dialogues and judge them again (judge live, or from its own cassettes)",
             "flag", config=False),
-    Setting("judge_batch", "judge on the provider's batch engine (OpenAI-compatible endpoints with the Batch API): "
+    Setting("judge_batch", "judge on the provider's batch engine (OpenAI-compatible endpoints with the Batch API, "
+            "Bedrock's batch inference): "
             "submit runs the dialogues and sends the judge's calls as batch jobs at the end of the run (their answers "
             "come within 24 h, at about half the price); collect reads the jobs' answers into the judge's cassettes and "
             "judges the recorded dialogues from them, as --rejudge does (default: off, the judge answers each call)",

@@ -135,7 +135,7 @@ class FakeLLM:
 
     def answer(self, body: dict[str, Any]) -> str:
         script = self.script
-        fmt = body.get("response_format")
+        fmt = body.get("response_format") or _free_text_judging(body)
         if fmt is not None:
             if script.judge_text is not None:
                 return script.judge_text
@@ -302,6 +302,20 @@ def _is_ping(body: dict[str, Any]) -> bool:
 def task_of(prompt: str) -> str:
     """The user intent quoted in a user-agent prompt (first 40 characters)."""
     return prompt.split("<task>\n", 1)[1].split("\n", 1)[0][:40]
+
+
+def _free_text_judging(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A judge call asked without a schema (a model whose answer is read as free text, a batch job's): the format its
+    rubric asks for, as a schema would name it; None for any other call."""
+    messages = body.get("messages") or []
+    if not messages or "impartial evaluator" not in str(messages[0].get("content")):
+        return None
+    prompt = str(messages[-1].get("content"))
+    if "meets the GOAL" in prompt:
+        return {"json_schema": {"name": "task_completion", "schema": {"properties": {"verdict": {}, "explanation": {}}}}}
+    metric = _metric_from_prompt(body)
+    keys = ["score", "justification", *(["observations"] if metric == "personalization" else [])]
+    return {"json_schema": {"name": metric, "schema": {"properties": dict.fromkeys(keys, {})}}}
 
 
 def _metric_from_prompt(body: dict[str, Any]) -> str:

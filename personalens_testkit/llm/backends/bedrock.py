@@ -31,6 +31,11 @@ class BedrockModel(BackendEntry):
     endpoint_url: Optional[str] = Field(default=None, pattern=r"^https?://")
     #: mark each prompt's fixed part for Bedrock prompt caching; None: on for model families that support it
     prompt_cache: Optional[bool] = None
+    #: --judge-batch: the service role Bedrock's batch inference assumes to read and write ``batch_s3``
+    batch_role_arn: Optional[str] = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$",
+                                          max_length=2048)
+    #: --judge-batch: where the batch jobs' records and results go, ``s3://BUCKET/PREFIX``
+    batch_s3: Optional[str] = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 
     def spec(self) -> str:
         return f"bedrock:{self.model}"

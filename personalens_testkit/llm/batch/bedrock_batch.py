@@ -3,7 +3,12 @@ Converse form (what the online call sends, :meth:`BedrockChat.converse_args`, le
 and less the tool that constrains the answer: batch jobs take none, so the judge's answer is read as free text
 through the same strict grammar), a job made of them (``CreateModelInvocationJob``, ``modelInvocationType``
 Converse), its status read (``GetModelInvocationJob``), and its output (``*.jsonl.out`` under the job's output
-location) read back, each line joined on its ``recordId``. A job takes at least 100 records."""
+location) read back, each line joined on its ``recordId``. A job takes at least 100 records: fewer are sent online,
+one Converse call each (:meth:`BedrockBatch.online`).
+
+A collected answer is recorded as the answer to the online call the judge's client makes (:meth:`BedrockBatch.record`):
+botocore builds that call - its URL, its JSON - from the provider's copy of the record's input, as the judge's own
+client does when it replays, so a recording made here replays exactly like one made online."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from typing import Any, Sequence
 
 from ... import untrusted_json
 from ...errors import ModelError
-from ..bedrock import BedrockChat
+from ..base import AnswerSource, ChatRequest
+from ..bedrock import BedrockChat, credential_problem, make_client
 from .jobs import BatchAnswer, BatchJob, BatchRequest, JobState, check_requests, joined
 
 #: the most one output object may hold
@@ -36,25 +42,108 @@ def s3_location(uri: str) -> tuple[str, str]:
     return found.group(1), f"{prefix}/" if prefix else ""
 
 
+class ConverseCall:
+    """The online Converse call a record stands for: its input built from a request as the judge's client builds it
+    (less the model, which the job names), an answer read as the judge reads one, and an answer recorded as that
+    call's."""
+
+    def __init__(self, chat: BedrockChat) -> None:
+        self.chat = chat
+        self._recorder: Any = None
+        self._recording: tuple[AnswerSource, dict[str, Any]] | None = None
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        """A record's Converse input: the online call's, free text (no tool), the model named by the job."""
+        args = self.chat.converse_args(replace(request, json_schema=None))
+        args.pop("modelId", None)
+        return args
+
+    def read(self, record: str, body: Any) -> BatchAnswer:
+        """A record's answer as the online call's answer is read (the same strict reading): an error ``unreadable``
+        when it is not one clear answer."""
+        try:
+            return BatchAnswer(record, response=self.chat.answer_of(body), body=body)
+        except ModelError as exc:
+            return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
+
+    def stored(self, answer: BatchAnswer) -> dict[str, Any]:
+        """A record's answer as the online call's answer is stored: the Converse answer, or the provider's error as
+        Bedrock's error answer (HTTP 400, a validation error: never retried), its code first."""
+        if answer.ok:
+            body, status, headers = answer.body, {"code": 200, "message": "OK"}, {}
+        else:
+            body = {"message": f"{answer.error_code}: {answer.error} (batch)"}
+            status, headers = {"code": 400, "message": "Bad Request"}, {"x-amzn-errortype": ["ValidationException"]}
+        return {"status": status, "headers": {"content-type": ["application/json"], **headers},
+                "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}
+
+    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None:
+        """``stored`` given to ``exchange`` as the answer to the online Converse call of ``body``: the call built by
+        botocore (placeholder credentials; nothing leaves the machine), as the judge's replaying client builds it."""
+        from botocore.exceptions import ClientError, ParamValidationError
+
+        if self._recorder is None:
+            self._recorder = make_client(self.chat.region, endpoint_url=self.chat.endpoint_url, replay_only=True,
+                                         exchange=self._exchange)
+        self._recording = (exchange, stored)
+        try:
+            self._recorder.converse(modelId=self.chat.model_id, **body)
+        except ClientError:
+            pass  # an answer in error: recorded as such
+        except (ParamValidationError, TypeError) as exc:
+            raise ModelError(f"a record's input is not a Converse request ({exc})", model=self.chat.spec) from None
+        finally:
+            self._recording = None
+
+    def _exchange(self, method: str, uri: str, body: bytes, payload: Any, send: Any) -> dict[str, Any]:
+        assert self._recording is not None
+        exchange, stored = self._recording
+        return exchange(method, uri, body, payload, lambda: stored)
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.close()
+        self.chat.close()
+
+
 class BedrockBatch:
-    """A batch engine on Bedrock: ``role_arn`` (a service role Bedrock assumes to read and write ``s3_uri``)."""
+    """A batch engine on Bedrock: ``role_arn`` (a service role Bedrock assumes to read and write ``s3_uri``) - both
+    needed to submit, neither to collect (a kept job names its places); ``bedrock`` and ``s3``: boto3's clients of
+    the control plane and of S3."""
 
     name = "bedrock"
     minimum = 100
     maximum = 50_000
 
-    def __init__(self, chat: BedrockChat, *, role_arn: str, s3_uri: str, bedrock: Any, s3: Any,
+    def __init__(self, chat: BedrockChat, *, role_arn: str | None, s3_uri: str | None, bedrock: Any, s3: Any,
                  timeout_hours: int = 24) -> None:
         self.chat, self.role_arn, self.timeout_hours = chat, role_arn, timeout_hours
-        self.bucket, self.prefix = s3_location(s3_uri)
+        self.bucket, self.prefix = s3_location(s3_uri) if s3_uri else ("", "")
         self._bedrock, self._s3 = bedrock, s3
+        self.call = ConverseCall(chat)
+
+    def check(self) -> None:
+        """That a job can be made: the role and the S3 location given, the bucket reachable, the batch jobs readable
+        with these credentials - a ValueError or a ModelError saying which, before any dialogue."""
+        if not self.role_arn or not self.bucket:
+            raise ValueError("batch_role_arn and batch_s3 expected")
+        self._call(self._s3.head_bucket, Bucket=self.bucket)
+        self._call(self._bedrock.list_model_invocation_jobs, maxResults=1)
 
     def submit(self, requests: Sequence[BatchRequest], name: str) -> BatchJob:
         check_requests(requests, self)
+        return self.submit_bodies([(r.record_id, self.call.body(r.request)) for r in requests], name)
+
+    def submit_bodies(self, bodies: Sequence[tuple[str, Any]], name: str) -> BatchJob:
+        """A job of these Converse inputs, by record id, written to S3 and started."""
+        if not self.role_arn or not self.bucket:
+            raise ValueError("a Bedrock batch job needs batch_role_arn and batch_s3")
+        if not self.minimum <= len(bodies) <= self.maximum or len({r for r, _ in bodies}) != len(bodies):
+            raise ValueError(f"{len(bodies):,} records, each once: a {self.name} batch job takes {self.minimum:,} to "
+                             f"{self.maximum:,}")
         if not _JOB_NAME.match(name):
             raise ValueError(f"a Bedrock batch job's name {name!r}: letters, digits and dashes, at most 63 expected")
-        lines = [json.dumps({"recordId": r.record_id, "modelInput": self.model_input(r)}, ensure_ascii=False)
-                 for r in requests]
+        lines = [json.dumps({"recordId": record, "modelInput": body}, ensure_ascii=False) for record, body in bodies]
         key = f"{self.prefix}{name}/input.jsonl"
         output = f"s3://{self.bucket}/{self.prefix}{name}/output/"
         self._call(self._s3.put_object, Bucket=self.bucket, Key=key, Body=("\n".join(lines) + "\n").encode("utf-8"))
@@ -63,14 +152,36 @@ class BedrockBatch:
             inputDataConfig={"s3InputDataConfig": {"s3Uri": f"s3://{self.bucket}/{key}", "s3InputFormat": "JSONL"}},
             outputDataConfig={"s3OutputDataConfig": {"s3Uri": output}}, timeoutDurationInHours=self.timeout_hours,
             modelInvocationType="Converse")
-        return BatchJob(engine=self.name, job_id=created["jobArn"], record_ids=tuple(r.record_id for r in requests),
+        return BatchJob(engine=self.name, job_id=created["jobArn"], record_ids=tuple(r for r, _ in bodies),
                         places={"input": f"s3://{self.bucket}/{key}", "output": output})
 
-    def model_input(self, request: BatchRequest) -> dict[str, Any]:
-        """A record's Converse input: the online call's, free text (no tool), the model named by the job."""
-        args = self.chat.converse_args(replace(request.request, json_schema=None))
-        args.pop("modelId", None)
-        return args
+    def online(self, record: str, body: Any) -> BatchAnswer:
+        """A record sent as one online Converse call (fewer records than a job takes): its answer or its error."""
+        try:
+            answer = self.chat.converse({"modelId": self.chat.model_id, **body})
+        except ModelError as exc:
+            return BatchAnswer(record, error_code="online", error=str(exc)[:500])
+        return self.call.read(record, answer)
+
+    def sent(self, job: BatchJob) -> dict[str, Any]:
+        """What the provider holds as sent with each record of a job (its input object): the Converse input by record
+        id - the job's if it ran this engine's model (a job of another model answers nothing here)."""
+        model = str(self._call(self._bedrock.get_model_invocation_job, jobIdentifier=job.job_id).get("modelId"))
+        if model != self.chat.model_id and not model.endswith(f"/{self.chat.model_id}"):
+            raise ModelError(f"the Bedrock batch job {job.job_id} ran {model[:120]!r}, not {self.chat.model_id}",
+                             model=self.chat.spec)
+        bucket, key = s3_location(job.places.get("input", ""))
+        found: dict[str, Any] = {}
+        for line in self._lines(bucket, key.rstrip("/")):
+            if isinstance(line, dict) and isinstance(line.get("recordId"), str) and isinstance(line.get("modelInput"), dict):
+                found[line["recordId"]] = line["modelInput"]
+        return found
+
+    def close(self) -> None:
+        for client in (self._bedrock, self._s3):
+            if client is not None:
+                client.close()
+        self.call.close()
 
     def state(self, job: BatchJob) -> JobState:
         found = self._call(self._bedrock.get_model_invocation_job, jobIdentifier=job.job_id)
@@ -104,10 +215,7 @@ class BedrockBatch:
             detail = error if isinstance(error, dict) else {}
             return BatchAnswer(record, error_code=str(detail.get("errorCode", "error")),
                                error=str(detail.get("errorMessage", "no output"))[:500])
-        try:
-            return BatchAnswer(record, response=self.chat.answer_of(line["modelOutput"]), body=line["modelOutput"])
-        except ModelError as exc:
-            return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
+        return self.call.read(record, line["modelOutput"])
 
     def _outputs(self, bucket: str, prefix: str) -> list[str]:
         keys, token = [], None
@@ -147,5 +255,6 @@ class BedrockBatch:
                              retryable=error.get("Code") in ("ThrottlingException", "ServiceUnavailableException",
                                                              "SlowDown", "InternalServerException")) from exc
         except BotoCoreError as exc:
-            raise ModelError(f"Bedrock batch: {type(exc).__name__}: {exc}", model=self.chat.spec,
-                             retryable=True) from exc
+            problem = credential_problem(exc)
+            raise ModelError(f"Bedrock batch: {problem or f'{type(exc).__name__}: {exc}'}", model=self.chat.spec,
+                             retryable=problem is None) from exc

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Sequence
 
-from ..base import ChatRequest, ChatResponse
+from ..base import AnswerSource, ChatRequest, ChatResponse
 
 #: a record id: eleven letters and digits (Bedrock's form; OpenAI takes any string)
 RECORD_ID = re.compile(r"^[A-Za-z0-9]{11}$")
@@ -119,18 +119,35 @@ class JobState:
         return self.state in FINISHED
 
 
+class OnlineCall(Protocol):
+    """The online call a batch record stands for, as the judge's own client makes it."""
+
+    def body(self, request: ChatRequest) -> Any: ...
+    def read(self, record: str, body: Any) -> BatchAnswer: ...
+    def stored(self, answer: BatchAnswer) -> dict[str, Any]: ...
+    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None: ...
+
+
 class BatchEngine(Protocol):
-    """A provider's batch engine."""
+    """A provider's batch engine: what a run sends (each record's request body, as the online call sends it:
+    :attr:`call`), what it reads back (each record's answer, read as the online answer is), and how a collected answer
+    is recorded (as the answer to that online call)."""
 
     #: ``openai`` or ``bedrock``: what a kept job names
     name: str
     #: the fewest and the most records one job takes
     minimum: int
     maximum: int
+    call: OnlineCall
 
+    def check(self) -> None: ...
     def submit(self, requests: Sequence[BatchRequest], name: str) -> BatchJob: ...
+    def submit_bodies(self, bodies: Sequence[tuple[str, Any]], name: str) -> BatchJob: ...
     def state(self, job: BatchJob) -> JobState: ...
     def answers(self, job: BatchJob) -> list[BatchAnswer]: ...
+    def sent(self, job: BatchJob) -> dict[str, Any]: ...
+    def online(self, record: str, body: Any) -> BatchAnswer: ...
+    def close(self) -> None: ...
 
 
 def joined(job: BatchJob, found: dict[str, BatchAnswer], missing: str) -> list[BatchAnswer]:

@@ -13,6 +13,8 @@ import httpx
 
 from ... import untrusted_json
 from ...errors import ModelError
+from .. import json_body
+from ..base import AnswerSource, ChatRequest
 from ..deadlines import http_failure
 from ..openai_compat import OpenAICompatibleChat
 from ..transport import bounded_client
@@ -27,6 +29,42 @@ _STATES = {"validating": "running", "in_progress": "running", "finalizing": "run
            "completed": "completed", "failed": "failed", "expired": "expired", "cancelled": "stopped"}
 
 
+class ChatCompletionsCall:
+    """The online call a record stands for: its body built from a request as the judge's client builds it, an answer
+    read as the judge reads one, and an answer recorded as that call's."""
+
+    def __init__(self, chat: OpenAICompatibleChat) -> None:
+        self.chat = chat
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        """A record's request body: the online call's."""
+        return self.chat.payload(request)
+
+    def read(self, record: str, body: Any) -> BatchAnswer:
+        """A record's answer as the online call's answer is read (the same strict reading): an error ``unreadable``
+        when it is not one clear answer."""
+        try:
+            return BatchAnswer(record, response=self.chat.answer_of(json.dumps(body)), body=body)
+        except ModelError as exc:
+            return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
+
+    def stored(self, answer: BatchAnswer) -> dict[str, Any]:
+        """A record's answer as the online call's answer is stored: the chat completion, or the provider's error
+        (HTTP 400: an answer, never retried), its code first."""
+        if answer.ok:
+            body, status = answer.body, {"code": 200, "message": "OK"}
+        else:
+            body = {"error": {"code": answer.error_code, "message": f"{answer.error_code}: {answer.error} (batch)"}}
+            status = {"code": 400, "message": "Bad Request"}
+        return {"status": status, "headers": {"content-type": ["application/json"]},
+                "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}
+
+    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None:
+        """``stored`` given to ``exchange`` as the answer to the online call that sends ``body``."""
+        exchange("POST", f"{self.chat.base_url}/chat/completions", json_body.body(body), body, lambda: stored)
+
+
+
 class OpenAIBatch:
     """A batch engine on an OpenAI-compatible endpoint (``base_url`` ends in ``/v1``, as the chat model's does)."""
 
@@ -37,6 +75,7 @@ class OpenAIBatch:
     def __init__(self, chat: OpenAICompatibleChat, *, timeout_s: float = 300.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.chat = chat
+        self.call = ChatCompletionsCall(chat)
         self._client = bounded_client(timeout_s=timeout_s, base_url=chat.base_url, headers=chat.request_headers,
                                       transport=transport)
 
@@ -51,7 +90,7 @@ class OpenAIBatch:
     def submit(self, requests: Sequence[BatchRequest], name: str) -> BatchJob:
         """Upload the requests and start their batch; the job as a run keeps it."""
         check_requests(requests, self)
-        return self.submit_bodies([(r.record_id, self.chat.payload(r.request)) for r in requests], name)
+        return self.submit_bodies([(r.record_id, self.call.body(r.request)) for r in requests], name)
 
     def submit_bodies(self, bodies: Sequence[tuple[str, Any]], name: str) -> BatchJob:
         """Start a batch of these request bodies, by record id (a failed record's own body, sent again as it was)."""
@@ -104,6 +143,14 @@ class OpenAIBatch:
                 found[line["custom_id"]] = line["body"]
         return found
 
+    def online(self, record: str, body: Any) -> BatchAnswer:
+        """A record sent as one online call (fewer records than a job takes): its answer or its error."""
+        try:
+            answer = self._json("POST", "/chat/completions", json=body)
+        except ModelError as exc:
+            return BatchAnswer(record, error_code="online", error=str(exc)[:500])
+        return self.call.read(record, answer)
+
     def close(self) -> None:
         self._client.close()
 
@@ -120,11 +167,7 @@ class OpenAIBatch:
             code = str(detail.get("code") or status or "error") if isinstance(detail, dict) else str(status)
             text = str(detail.get("message", "")) if isinstance(detail, dict) else ""
             return BatchAnswer(record, error_code=code, error=text[:500] or f"HTTP {status}")
-        try:
-            return BatchAnswer(record, response=self.chat.answer_of(json.dumps(response.get("body"))),
-                               body=response.get("body"))
-        except ModelError as exc:
-            return BatchAnswer(record, error_code="unreadable", error=str(exc)[:500])
+        return self.call.read(record, response.get("body"))
 
     def _lines(self, file_id: str) -> Iterator[Any]:
         """A results file's lines, each read as untrusted JSON (a line that is not: skipped, its record then has no
