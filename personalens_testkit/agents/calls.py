@@ -35,9 +35,15 @@ class CallRecord:
     cache_write_tokens: int | None = None
     #: whether a cassette answered it (False: the model or bot was called live)
     replayed: bool = False
+    #: when it began (seconds since the epoch; 0: not known) and the model that answered, as it said (None: not
+    #: said) - for a trace (run/traces.py), not in the row
+    started: float = field(default=0.0, compare=False)
+    response_model: str | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))  # every field is a plain value: no need for asdict's deep copy
+        found = dict(vars(self))  # every field is a plain value: no need for asdict's deep copy
+        del found["started"], found["response_model"]
+        return found
 
 
 @dataclass
@@ -54,7 +60,7 @@ class CallLog:
 
     def run(self, call: Callable[[], T], *, role: CallRole, label: str, turn: int) -> T:
         """Make one call (see :func:`~personalens_testkit.llm.calling.make_call`) and log its time and tokens."""
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.time()
         outcome = {"replayed": False}
         token = CALL_OUTCOME.set(outcome)
         site = CallSite(role=role, label=label, turn=turn)
@@ -70,8 +76,13 @@ class CallLog:
             completion_tokens=getattr(result, "completion_tokens", None), attempts=attempts,
             cache_read_tokens=getattr(result, "cache_read_tokens", None),
             cache_write_tokens=getattr(result, "cache_write_tokens", None), replayed=outcome["replayed"],
+            started=began, response_model=_text_or_none(getattr(result, "model", None)),
         ))
         return result
 
     def chat(self, model: ChatModel, request: ChatRequest, *, role: CallRole, label: str, turn: int) -> ChatResponse:
         return self.run(lambda: model.complete(request), role=role, label=label, turn=turn)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

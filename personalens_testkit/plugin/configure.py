@@ -1,6 +1,7 @@
 """The run of each process: its options, its settings, its checks before any case, the embedded servers an
-xdist controller shares with its workers and the header. Hooks: ``pytest_addoption``, ``pytest_configure``,
-``pytest_unconfigure``, ``pytest_configure_node``, ``pytest_report_header``."""
+xdist controller shares with its workers and the header; at the end, each process's traces sent (``--otel-endpoint``).
+Hooks: ``pytest_addoption``, ``pytest_configure``, ``pytest_sessionfinish``, ``pytest_unconfigure``,
+``pytest_configure_node``, ``pytest_report_header``."""
 
 from __future__ import annotations
 
@@ -120,6 +121,10 @@ def before_cases(run: Run, *, reach: bool) -> None:
 
     run.thresholds  # noqa: B018
     run.expectations  # noqa: B018
+    if run.settings.otel_endpoint:
+        from ..run.traces import check_installed
+
+        check_installed()
     run.cases.resumed  # noqa: B018
     check_calibration(run)
     if reach and run.settings.judge_batch != "off":  # the batch engine's jobs: their answers in, or it is reachable
@@ -138,6 +143,16 @@ def before_cases(run: Run, *, reach: bool) -> None:
 def say(line: str) -> None:
     """A line to the terminal before pytest's own output starts (not captured: a wait's progress is seen live)."""
     print(redact(f"personalens: {line}"), file=sys.__stderr__, flush=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In every process (an xdist worker before it tells the controller it has finished): its traces' last spans
+    sent, and what it sent kept for the run's line."""
+    run = session.config.stash.get(STATE, None)
+    if run is not None and run.settings.otel_endpoint:
+        from ..run.traces import finish
+
+        finish(run.run_dir)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -140,6 +140,11 @@ class ControllerHooks:
             write(f"personalens: {self.run.recording.kept_back}")
         for line in self.batch_lines:
             write(redact(f"personalens: {line}"), bold=True)
+        if self.run.settings.otel_endpoint:
+            from ..run.traces import summary
+
+            for line in summary(self.run.settings, self.run.run_dir):
+                write(f"personalens: {line}")
         session = self.session
         if (outcome is None and session is not None and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
                 and not session.testscollected and asked_for_personalens(session.config)):

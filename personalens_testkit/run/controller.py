@@ -10,6 +10,7 @@ from ..results.rows import CaseVerdict, ResultRow, Status, build_row, error_row
 from ..secrets import redact_json
 from .state import Run
 from .stop import Breaker, Decision
+from .traces import export_case
 
 if TYPE_CHECKING:  # --max-cost and --stop-when-decided load their machinery when a run asks for them
     from ..evaluation import Evaluation
@@ -42,7 +43,9 @@ def case_row(run: Run, evaluation: Evaluation, status: Status, found: Sequence[A
     except Exception as exc:  # the case still gets a row: an error naming what went wrong
         row, stand_in = error_row(run.run_info, evaluation, exc), True
     error = row.error.model_dump() if row.error is not None else None
-    return CaseRow(redact_json(row.model_dump_json()), error, stand_in, row.scenario_id, row.verdict or row.status)
+    line = redact_json(row.model_dump_json())
+    export_case(run.settings, run.run_dir, run.run_id, evaluation, line)  # --otel-endpoint's trace (never raises)
+    return CaseRow(line, error, stand_in, row.scenario_id, row.verdict or row.status)
 
 
 class RunController:

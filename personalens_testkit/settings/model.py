@@ -50,6 +50,10 @@ class RunSettings:
     batch_poll_s: float = 60.0
     #: --batch-resend: the calls of a collect's failed cases sent again as new jobs
     batch_resend: bool = False
+    #: --otel-endpoint: the OTLP/HTTP collector each case's trace goes to (None: no traces); --otel-content: with the
+    #: dialogue's messages and the judge's explanations
+    otel_endpoint: Optional[str] = None
+    otel_content: bool = False
     #: tries per scenario (each with its own cassette)
     repeat: int = 1
     turn_level: bool = False
@@ -139,7 +143,8 @@ class RunSettings:
         """Every address the run may call, by the setting that gives it: the OpenAI endpoint, the local server's, and
         each URL of a ``[models]`` or ``[assistants]`` entry (what follows their hosts is secret:
         :func:`~personalens_testkit.secrets.register_addresses`)."""
-        found = {"openai_base_url": self.openai_base_url, "local_url": self.local_url or ""}
+        found = {"openai_base_url": self.openai_base_url, "local_url": self.local_url or "",
+                 "otel_endpoint": self.otel_endpoint or ""}
         for table, entries in (("models", self.models), ("assistants", self.assistants.entries)):
             for name, entry in entries.items():
                 for key, value in entry.model_dump().items():

@@ -99,6 +99,7 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         rejudge=bool(values["rejudge"]) or batch == "collect", judge_batch=batch, batch_wait=bool(values["batch_wait"]),
         batch_resend=bool(values["batch_resend"]),
         batch_poll_s=values["batch_poll_s"], repeat=values["repeat"], turn_level=bool(values["turn_level"]),
+        otel_endpoint=_otel_endpoint(values), otel_content=bool(values["otel_content"]),
         turn_level_method=_choice(values, "turn_level_method"),
         completion_counting=_choice(values, "completion_counting"), reply_cut=_choice(values, "reply_cut"),
         leak_check=bool(values["leak_check"]), review_user=bool(values["review_user"]),
@@ -122,6 +123,19 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
         bot_root=values.path("bot_root"), isolate_bot=bool(values["isolate_bot"]),
         bot_sandbox=values.path("bot_sandbox"),
     )
+
+
+def _otel_endpoint(values: _Values) -> str | None:
+    """``--otel-endpoint``: an http(s) URL, its trailing ``/`` dropped; --otel-content only with it; said in one line,
+    naming where the value came from."""
+    url, where = values.source("otel_endpoint")
+    place = {"option": "--otel-endpoint", "env": "PERSONALENS_OTEL_ENDPOINT"}.get(where, "otel_endpoint in the config")
+    if url and not str(url).lower().startswith(("http://", "https://")) or url and " " in str(url).strip():
+        raise UsageError(f"{place}: {str(url)[:80]!r} is not an OTLP/HTTP endpoint: http://HOST:PORT expected (e.g. "
+                         "http://localhost:4318)")
+    if values["otel_content"] and not url:
+        raise UsageError("--otel-content: only with --otel-endpoint (it says what the traces hold)")
+    return str(url).strip().rstrip("/") or None if url else None
 
 
 def _judge_batch(values: _Values) -> str:

@@ -224,6 +224,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch_resend", "with --judge-batch collect: the calls of each case a record of which the provider answered "
             "with an error (or not at all) are sent again as new batch jobs, to collect next time", "flag",
             config=False),
+    Setting("otel_endpoint", "send each scenario's trace to this OpenTelemetry collector, over OTLP/HTTP (e.g. "
+            "http://localhost:4318; the [otel] extra; OTEL_EXPORTER_OTLP_HEADERS for its credentials); default: none",
+            metavar="URL", env="PERSONALENS_OTEL_ENDPOINT"),
+    Setting("otel_content", "with --otel-endpoint: the dialogue's messages and the judge's explanations in the traces too "
+            "(they may hold personal data; default: ids, models, tokens, times, scores and errors only)", "flag"),
     Setting("turn_level", "also judge personalization after every assistant turn (the paper's turn-level curve)", "flag",
             config=False),
     Setting("turn_level_method", "how --turn-level judges: chain (default: the paper's one call that scores every prefix "
@@ -316,6 +321,7 @@ NOT_IN_IDENTITY: dict[str, str] = {
     **dict.fromkeys(("judge_batch", "batch_wait", "batch_poll_s", "batch_resend"), "where the judge's answers are made (online or "
                     "by the provider's batch engine), not what they mean"),
     "resume_mismatch": "what a resume does with other rows",
+    **dict.fromkeys(("otel_endpoint", "otel_content"), "where the run's traces go, not what it scores"),
     **dict.fromkeys(("retries", "retry_initial_s", "retry_max_s", "scenario_timeout"),
                     "whether a case errs, not its scores"),
     **dict.fromkeys(("concurrency", "max_rps", "max_concurrency"), "parallelism"),
