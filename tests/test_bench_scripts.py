@@ -238,3 +238,12 @@ def test_batch_judging_bench_prints_the_sample_each_way_and_times_both_flows():
     assert online and batch and online.group(1) == batch.group(1)
     assert float(batch.group(2)) == pytest.approx(float(online.group(2)) / 2, abs=0.011)
     assert re.search(r"150 judge calls online, 150 records in the batch job; 25 cases scored from the batch", out), out
+    assert re.search(r"150 Converse calls online, 1 batch inference job\(s\) through S3; 25 cases scored from the "
+                     r"batch", out), out
+
+
+def test_traces_bench_receives_a_trace_a_case_and_says_a_dead_collector_in_one_line():
+    out = bench("bench/traces.py", "--repeat", "1")
+    assert re.search(r"the live collector received 25 traces, \d+ spans, 150 evaluation events", out), out
+    assert re.search(r"with the collector down, the run said: traces: \d+ span\(s\) and event\(s\) of 25 case\(s\) "
+                     r"dropped", out), out

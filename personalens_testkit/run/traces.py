@@ -128,7 +128,7 @@ def summary(settings: RunSettings, run_dir: Path) -> list[str]:
     where = redact(settings.otel_endpoint)
     if dropped:
         return [redact(f"traces: {dropped} span(s) and event(s) of {cases} case(s) dropped - {where} did not take them"
-                       f"{f' ({why[:200]})' if why else ''}; the rows and the verdict are the same without them")]
+                       f"{f' ({_cut(why)})' if why else ''}; the rows and the verdict are the same without them")]
     return [f"traces: {cases} case(s) sent to {where} ({spans} span(s) and event(s))"] if cases else []
 
 
@@ -413,6 +413,10 @@ class CaseTrace:
                 attributes["gen_ai.evaluation.explanation"] = reasons[metric]
             self.traces.logger.emit(timestamp=at, context=dialogue, event_name="gen_ai.evaluation.result",
                                     attributes=_clean(attributes))
+
+
+def _cut(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[:most].rstrip() + "..."
 
 
 def _phase(phase: Any) -> str:
