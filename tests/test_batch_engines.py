@@ -204,14 +204,14 @@ def test_a_bedrock_job_is_written_to_s3_run_as_converse_and_joined_back_by_recor
     keys = [f"personalens/nightly-1/output/abc123/input{i}.jsonl.out" for i in range(parts)]
     status = {"jobArn": JOB, "jobName": "nightly-1", "modelId": CLAUDE, "roleArn": ROLE,
               "submitTime": "2026-11-29T00:00:00Z", "inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://a/b"}},
-              "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://a/c/"}}}
+              "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://team-evals/personalens/nightly-1/output/"}}}
     for word in ("InProgress", "PartiallyCompleted"):
         bedrock.add_response("get_model_invocation_job", {**status, "status": word}, {"jobIdentifier": JOB})
     s3.add_response("list_objects_v2", {"IsTruncated": True, "NextContinuationToken": "t", "Contents": [
         {"Key": "personalens/nightly-1/output/abc123/manifest.json.out"}, *({"Key": k} for k in keys[:1])]},
-        {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/"})
+        {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/abc123/"})  # the job's own folder only
     s3.add_response("list_objects_v2", {"IsTruncated": False, "Contents": [{"Key": k} for k in keys[1:]]},
-                    {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/", "ContinuationToken": "t"})
+                    {"Bucket": "team-evals", "Prefix": "personalens/nightly-1/output/abc123/", "ContinuationToken": "t"})
     for key, chunk in zip(keys, chunks):
         s3.add_response("get_object", _body(chunk), {"Bucket": "team-evals", "Key": key})
     bedrock.add_response("get_model_invocation_job", {**status, "status": "PartiallyCompleted"}, {"jobIdentifier": JOB})
@@ -739,7 +739,8 @@ def test_a_collected_bedrock_answer_is_recorded_as_the_call_the_judges_replaying
     client = boto3.client("bedrock-runtime", region_name="us-west-2", endpoint_url=endpoint)
     chat = BedrockChat(spec=f"bedrock:{model}", model_id=model, json_mode="none", client=client)
     engine = BedrockBatch(chat, role_arn=None, s3_uri=None, bedrock=None, s3=None)
-    engine.call.record(engine.call.body(request), stored, keep)
+    method, uri, body = engine.call.request(engine.call.body(request))
+    seen.append(Request(method, uri, body, {}))
     replaying = BedrockChat(spec=f"bedrock:{model}", model_id=model, json_mode="none", region="us-west-2",
                             endpoint_url=endpoint, replay_only=True, exchange=lambda m, u, b, p, send: keep(
                                 m, u, b, p, lambda: stored))

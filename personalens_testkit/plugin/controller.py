@@ -88,7 +88,7 @@ class ControllerHooks:
                 run = self.run
                 budget = run.runner.budget if run.settings.max_cost is not None else None
                 self.batch_lines = submit_at_end(run.settings, run.run_dir, run.run_id, run.models.context,
-                                                 sent=not interrupted and self.controller.stopped is None,
+                                                 run.recording.plan.cassettes, sent=not interrupted and self.controller.stopped is None,
                                                  spent=lambda: budget.read().spent if budget is not None else 0.0)
         except PersonalensError as exc:
             self.failures = [str(exc)]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import secrets
 import threading
 import time
 from contextvars import ContextVar
@@ -39,10 +40,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from ..callsite import JUDGING_ROLES, CallRole
 from ..costs.shape import stand_in_answer
 from ..data.models import case_id
-from ..errors import BatchPendingError, ModelError, StorageError, UsageError
+from ..errors import BatchPendingError, ModelError, PersonalensError, StorageError, UsageError
 from ..files import write_bytes_atomically
 from ..llm.base import ChatModel, ChatRequest, ChatResponse, Message
 from ..llm.batch.jobs import BatchAnswer, BatchEngine, BatchJob, record_ids
+from ..replay.cassette import Request
 from ..replay.store import assistant_dir, assistant_folder
 from ..secrets import redact_json
 
@@ -239,13 +241,14 @@ def answered_cost(settings: RunSettings, records: dict[str, dict[str, Any]], fou
                                   for record, a in found.items() if a.response is not None])
 
 
-def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext,
+def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: ModelContext, cassettes: Any,
                 spent: Callable[[], float] = lambda: 0.0) -> list[str]:
     """Controller, at the end of a submit run: every kept call sent as batch jobs (one engine a model; a model's calls
-    fewer than its engine's least job sent online, one by one, their answers kept), the jobs kept (:func:`state_path`:
-    each record's case, role and model - what was sent stays at the provider, which collect reads back); what was
-    done, in lines. With ``--max-cost``, nothing is sent that the budget left (``spent``: what the run's ledger holds)
-    could not pay for at most."""
+    fewer than its engine's least job sent online, one by one, each answer recorded as that call's in the judge's
+    online cassette of its case, :func:`online_path`), the jobs kept (:func:`state_path`: each record's case, role and
+    model - what was sent stays at the provider, which collect reads back); what was done, in lines. With
+    ``--max-cost``, nothing is sent that the budget left (``spent``: what the run's ledger holds) could not pay for
+    at most. Sending that stops part way (a provider's error, an interrupt) keeps the jobs already made."""
     from ..costs.prices import format_cost
 
     kept = []
@@ -259,6 +262,8 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
     records = {record: {"case": e["case"], "role": e["role"], "spec": e["spec"]} for record, e in zip(ids, kept)}
     requests = {record: e["request"] for record, e in zip(ids, kept)}
     engines = {key: _engine(*key, context, settings) for key in _by_model(records)}
+    jobs: list[dict[str, Any]] = []
+    online: dict[str, tuple[Any, BatchAnswer]] = {}
     try:
         alone = {record for key, chunk in _by_model(records).items() for record in _alone(chunk, engines[key])}
         cost = kept_cost(settings, kept, frozenset(n for n, record in enumerate(ids) if record in alone))
@@ -267,12 +272,23 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
             return [f"--max-cost {format_cost(settings.max_cost)}: the {len(kept)} kept judge call(s) would cost "
                     f"{at_most}, {format_cost(spent())} spent already: no job sent; the kept calls are in "
                     f"{run_dir / REQUESTS}"]
-        jobs, online = _send(records, engines, lambda engine, r: engine.call.body(request_of(requests[r])),
-                             name=f"personalens-{run_id}")
+        try:
+            _send(records, engines, lambda engine, r: engine.call.body(request_of(requests[r])),
+                  name=f"personalens-{run_id}-{secrets.token_hex(2)}", jobs=jobs, online=online)
+        except BaseException as exc:  # what was sent is kept (paid for: never lost), then the failure said
+            if not (jobs or online):
+                raise
+            _keep_sent(path, settings, run_id, jobs, online, records, engines, cassettes)
+            if not isinstance(exc, PersonalensError):
+                raise
+            return [f"--judge-batch submit: sending stopped part way ({exc}); the {len(jobs)} batch job(s) sent "
+                    f"({', '.join(j['job']['job_id'] for j in jobs) or 'none'}) and {len(online)} call(s) answered "
+                    f"online are kept in {path}: collect them (--judge-batch collect); the kept calls are in "
+                    f"{run_dir / REQUESTS}"]
+        _keep_sent(path, settings, run_id, jobs, online, records, engines, cassettes)
     finally:
         for engine in engines.values():
             engine.close()
-    _keep_jobs(path, settings, run_id, jobs, online, records)
     cases = len({entry["case"] for entry in kept})
     priced = "" if cost is None else (f", at most {format_cost(cost)} at the batch price"
                                       + (" and the full price online" if online else ""))
@@ -282,13 +298,39 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
             "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
 
 
+def online_path(cassettes: Any, case: str) -> Path:
+    """Where the answers of a case's judge calls sent online at submit wait for collect: a cassette beside the judge's
+    re-judging one (the answer kept with the very call it answers, as any recording)."""
+    final = cassettes.judge_path(case)
+    return final.parent / "batch-online" / final.name
+
+
+def _keep_sent(path: Path, settings: RunSettings, run_id: str, jobs: list[dict[str, Any]],
+               online: dict[str, tuple[Any, BatchAnswer]], records: dict[str, dict[str, Any]],
+               engines: dict[tuple[str, str], BatchEngine], cassettes: Any) -> None:
+    """What was sent, kept: the online answers in their cases' online cassettes, the jobs and the online calls in the
+    jobs file (only the records sent: a submit stopped part way keeps what it paid for)."""
+    by_case: dict[str, list[str]] = {}
+    for record in online:
+        by_case.setdefault(records[record]["case"], []).append(record)
+    for case, ids in by_case.items():
+        with cassettes.use(online_path(cassettes, case), "all") as cassette:
+            for record in ids:
+                call = engines[(records[record]["spec"], records[record]["role"])].call
+                body, answer = online[record]
+                cassette.record(Request(*call.request(body), {"content-type": "application/json"}), call.stored(answer))
+    sent = {record for j in jobs for record in j["job"]["record_ids"]} | set(online)
+    _keep_jobs(path, settings, run_id, jobs, {record: {"sent": body} for record, (body, _) in online.items()},
+               {record: entry for record, entry in records.items() if record in sent})
+
+
 def _alone(chunk: list[str], engine: BatchEngine) -> list[str]:
     """The records of one model that go online: the last part of its calls when fewer than its engine's least job."""
     rest = len(chunk) % engine.maximum
     return chunk[len(chunk) - rest:] if 0 < rest < engine.minimum else []
 
 
-def _online_line(online: dict[str, dict[str, Any]], records: dict[str, dict[str, Any]],
+def _online_line(online: dict[str, Any], records: dict[str, dict[str, Any]],
                  engines: dict[tuple[str, str], BatchEngine]) -> list[str]:
     """One line for the calls sent online: how many, of which model, and why."""
     lines = []
@@ -307,23 +349,23 @@ def uncollected(path: Path) -> None:
                          f"yet ({path}): collect them first (--judge-batch collect), or remove that file to give them up")
 
 
-def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Callable[[], ModelContext], *,
-                  sent: bool, spent: Callable[[], float] = lambda: 0.0) -> list[str]:
+def submit_at_end(settings: RunSettings, run_dir: Path, run_id: str, context: Callable[[], ModelContext],
+                  cassettes: Any, *, sent: bool, spent: Callable[[], float] = lambda: 0.0) -> list[str]:
     """Controller, at the end of a submit run: its kept judge calls sent as batch jobs (``sent``: the run ended as it
     should; one interrupted or stopped early sends nothing - its kept calls stay in its folder)."""
     if not sent:
         return [f"--judge-batch submit: no batch job sent (the run did not finish); its kept judge calls are in "
                 f"{run_dir / REQUESTS}"]
-    return submit_kept(settings, run_dir, run_id, context(), spent)
+    return submit_kept(settings, run_dir, run_id, context(), cassettes, spent)
 
 
 def _send(records: dict[str, dict[str, Any]], engines: dict[tuple[str, str], BatchEngine],
-          body_of: Callable[[BatchEngine, str], Any], *, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          body_of: Callable[[BatchEngine, str], Any], *, name: str, jobs: list[dict[str, Any]],
+          online: dict[str, tuple[Any, BatchAnswer]]) -> None:
     """The records sent as batch jobs, one engine a model and at most its maximum a job (``body_of(engine, record)``:
-    the request body a record sends), those a job would be too small for sent online; the jobs as the jobs file keeps
-    them, and the online answers by record (what was sent, and the answer or the error)."""
-    jobs: list[dict[str, Any]] = []
-    online: dict[str, Any] = {}
+    the request body a record sends), those a job would be too small for sent online; each job, as the jobs file
+    keeps it, added to ``jobs`` once made, and each online call's body and answer to ``online`` (so that a failure part
+    way leaves what was sent in the caller's hands)."""
     for (spec, role), chunk in _by_model(records).items():
         engine = engines[(spec, role)]
         alone = _alone(chunk, engine)
@@ -334,10 +376,7 @@ def _send(records: dict[str, dict[str, Any]], engines: dict[tuple[str, str], Bat
             jobs.append({"spec": spec, "role": role, "job": job.as_dict()})
         for record in alone:
             body = body_of(engine, record)
-            answer = engine.online(record, body)
-            online[record] = {"sent": body, "answer": answer.body, "error_code": answer.error_code,
-                              "error": answer.error}
-    return jobs, online
+            online[record] = (body, engine.online(record, body))
 
 
 def _keep_jobs(path: Path, settings: RunSettings, run_id: str, jobs: list[dict[str, Any]], online: dict[str, Any],
@@ -363,8 +402,7 @@ _CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
 def read_state(settings: RunSettings) -> dict[str, Any]:
     """A submit run's jobs, read back and checked whole: each record once, in one job of its role and model or sent
-    online (what was sent, and its answer or error), its case a case id; a UsageError naming the file and what is
-    wrong with it."""
+    online (what was sent), its case a case id; a UsageError naming the file and what is wrong with it."""
     path = state_path(settings)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -380,8 +418,7 @@ def read_state(settings: RunSettings) -> dict[str, Any]:
         records, online = state["records"], state["online"]
         owner = {record: (spec, role) for spec, role, job in jobs for record in job.record_ids}
         if not isinstance(records, dict) or not isinstance(online, dict) or set(records) != set(owner) | set(online) \
-                or len(owner) + len(online) != sum(len(job.record_ids) for *_, job in jobs) + len(online) \
-                or set(owner) & set(online):
+                or len(owner) != sum(len(job.record_ids) for *_, job in jobs) or set(owner) & set(online):
             raise ValueError("its records are not its jobs' and its online calls' records, each once")
         for record, entry in records.items():
             if not isinstance(entry, dict) or entry.get("role") not in JUDGING_ROLES or not isinstance(
@@ -390,21 +427,21 @@ def read_state(settings: RunSettings) -> dict[str, Any]:
             if not isinstance(entry.get("case"), str) or not _CASE.match(entry["case"]):
                 raise ValueError(f"record {record}: its case is not a case id")
         for record, entry in online.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("sent"), dict) or not (
-                    isinstance(entry.get("answer"), dict) or isinstance(entry.get("error_code"), str)):
-                raise ValueError(f"online record {record}: what was sent, and an answer or an error code, expected")
+            if not isinstance(entry, dict) or not isinstance(entry.get("sent"), dict):
+                raise ValueError(f"online record {record}: what was sent expected")
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--judge-batch collect: {path} is not a submit run's jobs ({exc})") from None
-    return {"jobs": jobs, "online": online, "records": records, "path": path}
+    return {"jobs": jobs, "online": online, "records": records, "path": path, "run_id": str(state.get("run_id"))}
 
 
 def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say: Callable[[str], None],
             sleep: Callable[[float], None] = time.sleep) -> str:
     """Controller, before any case of a collect run: the jobs' answers into the judge's cassettes (waiting for the
     jobs with ``--batch-wait``); a UsageError, saying how far they are, when they still run. Each answer is recorded
-    as the answer to the request the provider holds for its record (its copy of what was sent): a request the judge
-    no longer sends - another model, another dialogue - is a miss, never another request's answer. Returns what was
-    done; the jobs' file is then kept as collected."""
+    as the answer to the request the provider holds for its record (its copy of what was sent; an online call's
+    answer, as recorded with that call at submit): a request the judge no longer sends - another model, another
+    dialogue - is a miss, never another request's answer. Every record's call is built before any cassette is
+    written. Returns what was done; the jobs' file is then kept as collected."""
     judging_models(settings)
     state = read_state(settings)
     records = state["records"]
@@ -412,10 +449,12 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
     try:
         _wait(state, engines, settings, say, sleep)
         sent, found = _gathered(state, engines)
-        errors = _record(records, sent, found, engines, cassettes)
-        state["path"].replace(state["path"].with_name("batch-jobs.collected.json"))
+        sent.update((record, entry["sent"]) for record, entry in state["online"].items())
+        calls = _calls(records, sent, found, engines, cassettes, state["online"])
+        errors = _record(records, calls, cassettes)
+        state["path"].replace(state["path"].with_name(f"batch-jobs.collected-{time.strftime('%Y%m%d-%H%M%S')}.json"))
         failed = sorted({entry["case"] for record, entry in records.items() if not found[record].ok})
-        again = _resend(settings, state, failed, sent, engines) if failed and settings.batch_resend else ""
+        again = _resend(settings, state, failed, sent, engines, cassettes) if failed and settings.batch_resend else ""
     finally:
         for engine in engines.values():
             engine.close()
@@ -432,8 +471,8 @@ def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say
 
 def _gathered(state: dict[str, Any], engines: dict[tuple[str, str], BatchEngine]) -> tuple[dict[str, Any],
                                                                                           dict[str, BatchAnswer]]:
-    """What was sent with each record (the provider's copy of each job's input; the kept copy of an online call) and
-    its answer - an error for a record no result holds."""
+    """What was sent with each record of the jobs (the provider's copy) and its answer - an error for a record no
+    result holds."""
     sent: dict[str, Any] = {}
     found: dict[str, BatchAnswer] = {}
     for spec, role, job in state["jobs"]:
@@ -445,24 +484,67 @@ def _gathered(state: dict[str, Any], engines: dict[tuple[str, str], BatchEngine]
                              f"{job.job_id}, which the provider's copy of that job does not hold")
         sent.update((record, held[record]) for record in job.record_ids)
         found.update({a.record_id: a for a in engine.answers(job)})
-    for record, entry in state["online"].items():
-        engine = engines[(state["records"][record]["spec"], state["records"][record]["role"])]
-        sent[record] = entry["sent"]
-        found[record] = engine.call.read(record, entry["answer"]) if entry.get("answer") is not None else BatchAnswer(
-            record, error_code=str(entry["error_code"]), error=str(entry.get("error") or ""))
     return sent, found
 
 
+def _calls(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dict[str, BatchAnswer],
+           engines: dict[tuple[str, str], BatchEngine], cassettes: Any, online: dict[str, Any]) -> dict[str, Any]:
+    """Every record's call - the request its judge sends, and its answer - built before anything is written (a record
+    whose input is no request of its model is one line, and no cassette is touched). An online call's answer is the
+    one recorded with that very request at submit (none: the record's error, never another call's answer); ``found``
+    gets it."""
+    calls: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    try:
+        for record, entry in records.items():
+            call = engines[(entry["spec"], entry["role"])].call
+            request = Request(*call.request(sent[record]), {"content-type": "application/json"})
+            if record in online:
+                if entry["case"] not in kept:
+                    kept[entry["case"]] = _answers_kept(cassettes, entry["case"])
+                answers = kept[entry["case"]].answers_to(request)
+                stored = answers[0] if answers else None
+                found[record] = _read_stored(call, record, stored)
+            calls[record] = (request, call.stored(found[record]) if record not in online or stored is None else stored)
+    except ModelError as exc:
+        raise UsageError(f"--judge-batch collect: record {record} of case {entry['case']}: {exc}") from None
+    return calls
+
+
+def _answers_kept(cassettes: Any, case: str) -> Any:
+    """A case's online cassette, read (never written)."""
+    with cassettes.use(online_path(cassettes, case), "none") as cassette:
+        return cassette
+
+
+def _read_stored(call: Any, record: str, stored: dict[str, Any] | None) -> BatchAnswer:
+    """An online call's recorded answer as a record's answer (none recorded: an error)."""
+    if stored is None:
+        return BatchAnswer(record, error_code="missing", error="no answer recorded with this online call")
+    if stored["status"]["code"] != 200:
+        return BatchAnswer(record, error_code="online", error=f"HTTP {stored['status']['code']}")
+    try:
+        return call.read(record, json.loads(stored["body"]["string"]))
+    except ValueError:
+        return BatchAnswer(record, error_code="unreadable", error="the recorded answer is not JSON")
+
+
 def _resend(settings: RunSettings, state: dict[str, Any], failed: list[str], sent: dict[str, Any],
-            engines: dict[tuple[str, str], BatchEngine]) -> str:
+            engines: dict[tuple[str, str], BatchEngine], cassettes: Any) -> str:
     """``--batch-resend``: every call of each case a record of which failed, sent again as it was sent (the provider's
     copy of it) in new jobs (or online, too few for a job), kept as the jobs to collect next (a case's answers are
     always written whole)."""
     resent = [record for record, entry in state["records"].items() if entry["case"] in failed]
     back = dict(zip(record_ids(len(resent), prefix="S"), resent))  # each new record id: the record it sends again
     records = {new: state["records"][old] for new, old in back.items()}
-    jobs, online = _send(records, engines, lambda engine, r: sent[back[r]], name="personalens-resend")
-    _keep_jobs(state["path"], settings, "resent", jobs, online, records)
+    jobs: list[dict[str, Any]] = []
+    online: dict[str, tuple[Any, BatchAnswer]] = {}
+    try:
+        _send(records, engines, lambda engine, r: sent[back[r]], name=f"personalens-resend-{secrets.token_hex(3)}",
+              jobs=jobs, online=online)
+    finally:
+        if jobs or online:
+            _keep_sent(state["path"], settings, "resent", jobs, online, records, engines, cassettes)
     alone = f" and {len(online)} call(s) online" if online else ""
     return (f"; the calls of the {len(failed)} case(s) in error sent again as {len(jobs)} batch job(s) "
             f"({', '.join(j['job']['job_id'] for j in jobs) or 'none'}){alone}: collect again later")
@@ -488,10 +570,9 @@ def _wait(state: dict[str, Any], engines: dict[tuple[str, str], Any], settings: 
                          "them again later") from None
 
 
-def _record(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dict[str, BatchAnswer],
-            engines: dict[tuple[str, str], BatchEngine], cassettes: Any) -> int:
-    """Each case's answers written into its re-judging cassette, in the order its judging asked, each as the answer
-    to the online call that sends what was sent with its record; how many in error."""
+def _record(records: dict[str, dict[str, Any]], calls: dict[str, Any], cassettes: Any) -> int:
+    """Each case's calls written into its re-judging cassette, in the order its judging asked (the cassette written
+    whole); how many answers in error."""
     by_case: dict[str, list[str]] = {}
     for record, entry in records.items():
         by_case.setdefault(entry["case"], []).append(record)
@@ -499,10 +580,7 @@ def _record(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dic
     for case, ids in by_case.items():
         with cassettes.use(cassettes.judge_path(case), "all") as cassette:
             for record in ids:
-                engine = engines[(records[record]["spec"], records[record]["role"])]
-                errors += not found[record].ok
-                try:
-                    engine.call.record(sent[record], engine.call.stored(found[record]), cassette.exchange)
-                except ModelError as exc:
-                    raise UsageError(f"--judge-batch collect: record {record} of case {case}: {exc}") from None
+                request, stored = calls[record]
+                errors += stored["status"]["code"] != 200
+                cassette.record(request, stored)
     return errors

@@ -18,8 +18,11 @@ from xml.sax.saxutils import escape
 
 class FakeBedrockBatch:
     def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]], *, polls: int = 1,
-                 outcomes: dict[str, str] | None = None, seed: int = 3, model: str | None = None) -> None:
+                 outcomes: dict[str, str] | None = None, seed: int = 3, model: str | None = None,
+                 jobs_allowed: int | None = None) -> None:
         self.answer, self.polls, self.seed = answer, polls, seed
+        #: how many jobs may be made; the next is refused (ServiceQuotaExceededException, HTTP 400)
+        self.jobs_allowed = jobs_allowed
         #: each record's outcome by record id (others: ok): "error" or "missing"
         self.outcomes = outcomes or {}
         #: the model id every job says it ran (None: the one it was created with)
@@ -114,6 +117,10 @@ class FakeBedrockBatch:
                 path, _ = self._route()
                 with fake._lock:
                     fake.calls.append("CreateModelInvocationJob")
+                    if path == ["model-invocation-job"] and fake.jobs_allowed is not None \
+                            and len(fake.jobs) >= fake.jobs_allowed:
+                        return self._json(400, {"message": "too many jobs"},
+                                          {"x-amzn-ErrorType": "ServiceQuotaExceededException"})
                     if path == ["model-invocation-job"]:
                         return self._json(200, fake._create(body))
                 return self._json(404, {"message": "no such route"})
@@ -136,8 +143,8 @@ class FakeBedrockBatch:
                     return self._reply(404, b"<Error><Code>NoSuchKey</Code></Error>", "application/xml")
                 return self._reply(200, data, "application/octet-stream")
 
-            def _json(self, status: int, payload: Any) -> None:
-                self._reply(status, json.dumps(payload).encode(), "application/json")
+            def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                self._reply(status, json.dumps(payload).encode(), "application/json", headers)
 
             def _reply(self, status: int, data: bytes, kind: str, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)

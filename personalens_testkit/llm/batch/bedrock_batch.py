@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from ... import untrusted_json
 from ...errors import ModelError
-from ..base import AnswerSource, ChatRequest
+from ..base import ChatRequest
 from ..bedrock import BedrockChat, credential_problem, make_client
 from .jobs import BatchAnswer, BatchJob, BatchRequest, JobState, check_requests, joined
 
@@ -50,7 +50,7 @@ class ConverseCall:
     def __init__(self, chat: BedrockChat) -> None:
         self.chat = chat
         self._recorder: Any = None
-        self._recording: tuple[AnswerSource, dict[str, Any]] | None = None
+        self._built: tuple[str, str, bytes] | None = None
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """A record's Converse input: the online call's, free text (no tool), the model named by the job."""
@@ -77,28 +77,29 @@ class ConverseCall:
         return {"status": status, "headers": {"content-type": ["application/json"], **headers},
                 "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}
 
-    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None:
-        """``stored`` given to ``exchange`` as the answer to the online Converse call of ``body``: the call built by
-        botocore (placeholder credentials; nothing leaves the machine), as the judge's replaying client builds it."""
+    def request(self, body: Any) -> tuple[str, str, bytes]:
+        """The online Converse call of ``body`` - (method, URL, body bytes) - as botocore builds it (placeholder
+        credentials; nothing leaves the machine), as the judge's replaying client builds it; a ModelError, in one line,
+        when ``body`` is no Converse input."""
         from botocore.exceptions import ClientError, ParamValidationError
 
         if self._recorder is None:
             self._recorder = make_client(self.chat.region, endpoint_url=self.chat.endpoint_url, replay_only=True,
                                          exchange=self._exchange)
-        self._recording = (exchange, stored)
+        self._built = None
         try:
             self._recorder.converse(modelId=self.chat.model_id, **body)
         except ClientError:
-            pass  # an answer in error: recorded as such
+            pass  # the placeholder answer: the call was built
         except (ParamValidationError, TypeError) as exc:
-            raise ModelError(f"a record's input is not a Converse request ({exc})", model=self.chat.spec) from None
-        finally:
-            self._recording = None
+            raise ModelError(f"a record's input is not a Converse request ({' '.join(str(exc).split())})",
+                             model=self.chat.spec) from None
+        assert self._built is not None
+        return self._built
 
     def _exchange(self, method: str, uri: str, body: bytes, payload: Any, send: Any) -> dict[str, Any]:
-        assert self._recording is not None
-        exchange, stored = self._recording
-        return exchange(method, uri, body, payload, lambda: stored)
+        self._built = (method, uri, body)
+        return self.stored(BatchAnswer("R0000000000", error_code="built", error="not sent"))
 
     def close(self) -> None:
         if self._recorder is not None:
@@ -121,6 +122,9 @@ class BedrockBatch:
         self.bucket, self.prefix = s3_location(s3_uri) if s3_uri else ("", "")
         self._bedrock, self._s3 = bedrock, s3
         self.call = ConverseCall(chat)
+        #: each job as Bedrock describes it, and its output's lines, read once (by job ARN)
+        self._jobs: dict[str, dict[str, Any]] = {}
+        self._read: dict[str, list[Any]] = {}
 
     def check(self) -> None:
         """That a job can be made: the role and the S3 location given, the bucket reachable, the batch jobs readable
@@ -164,15 +168,17 @@ class BedrockBatch:
         return self.call.read(record, answer)
 
     def sent(self, job: BatchJob) -> dict[str, Any]:
-        """What the provider holds as sent with each record of a job (its input object): the Converse input by record
-        id - the job's if it ran this engine's model (a job of another model answers nothing here)."""
-        model = str(self._call(self._bedrock.get_model_invocation_job, jobIdentifier=job.job_id).get("modelId"))
+        """What the provider holds as sent with each record of a job, by record id: the Converse input each output line
+        carries beside its answer (what ran), else the job's input object's - the job's if it ran this engine's model
+        (a job of another model answers nothing here)."""
+        found_job = self._job(job)
+        model = str(found_job.get("modelId"))
         if model != self.chat.model_id and not model.endswith(f"/{self.chat.model_id}"):
             raise ModelError(f"the Bedrock batch job {job.job_id} ran {model[:120]!r}, not {self.chat.model_id}",
                              model=self.chat.spec)
         bucket, key = s3_location(job.places.get("input", ""))
         found: dict[str, Any] = {}
-        for line in self._lines(bucket, key.rstrip("/")):
+        for line in [*self._lines(bucket, key.rstrip("/")), *self._results(job)]:
             if isinstance(line, dict) and isinstance(line.get("recordId"), str) and isinstance(line.get("modelInput"), dict):
                 found[line["recordId"]] = line["modelInput"]
         return found
@@ -196,15 +202,28 @@ class BedrockBatch:
     def answers(self, job: BatchJob) -> list[BatchAnswer]:
         """One answer per record of a finished job, in the job's order: each output line's answer or error (the
         provider's ``errorCode``), and an error for each record no output line holds."""
-        bucket, prefix = s3_location(job.places.get("output", ""))
         found: dict[str, BatchAnswer] = {}
-        for key in self._outputs(bucket, prefix):
-            for line in self._lines(bucket, key):
-                answer = self._answer(line)
-                if answer is not None:
-                    found[answer.record_id] = answer
-        status = str(self._call(self._bedrock.get_model_invocation_job, jobIdentifier=job.job_id).get("status"))
-        return joined(job, found, missing=f"no result: the job ended {status}")
+        for line in self._results(job):
+            answer = self._answer(line)
+            if answer is not None:
+                found[answer.record_id] = answer
+        return joined(job, found, missing=f"no result: the job ended {self._job(job).get('status')}")
+
+    def _job(self, job: BatchJob) -> dict[str, Any]:
+        """The job as Bedrock describes it (read once an engine)."""
+        if job.job_id not in self._jobs:
+            self._jobs[job.job_id] = self._call(self._bedrock.get_model_invocation_job, jobIdentifier=job.job_id)
+        return self._jobs[job.job_id]
+
+    def _results(self, job: BatchJob) -> list[Any]:
+        """The lines of the job's own output: the ``*.jsonl.out`` objects in the folder Bedrock names after the job
+        (``<output location>/<job id>/``), the output location as Bedrock describes the job - never another job's."""
+        if job.job_id not in self._read:
+            config = (self._job(job).get("outputDataConfig") or {}).get("s3OutputDataConfig") or {}
+            bucket, prefix = s3_location(str(config.get("s3Uri") or job.places.get("output", "")))
+            folder = f"{prefix}{job.job_id.rsplit('/', 1)[-1]}/"
+            self._read[job.job_id] = [line for key in self._outputs(bucket, folder) for line in self._lines(bucket, key)]
+        return self._read[job.job_id]
 
     # -- S3 and the lines ---------------------------------------------------------------------------------------------
     def _answer(self, line: Any) -> BatchAnswer | None:

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Sequence
 
-from ..base import AnswerSource, ChatRequest, ChatResponse
+from ..base import ChatRequest, ChatResponse
 
 #: a record id: eleven letters and digits (Bedrock's form; OpenAI takes any string)
 RECORD_ID = re.compile(r"^[A-Za-z0-9]{11}$")
@@ -125,13 +125,13 @@ class OnlineCall(Protocol):
     def body(self, request: ChatRequest) -> Any: ...
     def read(self, record: str, body: Any) -> BatchAnswer: ...
     def stored(self, answer: BatchAnswer) -> dict[str, Any]: ...
-    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None: ...
+    def request(self, body: Any) -> tuple[str, str, bytes]: ...
 
 
 class BatchEngine(Protocol):
     """A provider's batch engine: what a run sends (each record's request body, as the online call sends it:
-    :attr:`call`), what it reads back (each record's answer, read as the online answer is), and how a collected answer
-    is recorded (as the answer to that online call)."""
+    :attr:`call`), what it reads back (each record's answer, read as the online answer is), and the online call a
+    collected answer is recorded as the answer to."""
 
     #: ``openai`` or ``bedrock``: what a kept job names
     name: str

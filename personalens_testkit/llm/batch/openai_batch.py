@@ -14,7 +14,7 @@ import httpx
 from ... import untrusted_json
 from ...errors import ModelError
 from .. import json_body
-from ..base import AnswerSource, ChatRequest
+from ..base import ChatRequest
 from ..deadlines import http_failure
 from ..openai_compat import OpenAICompatibleChat
 from ..transport import bounded_client
@@ -59,9 +59,9 @@ class ChatCompletionsCall:
         return {"status": status, "headers": {"content-type": ["application/json"]},
                 "body": {"string": json.dumps(body, ensure_ascii=False).encode("utf-8")}}
 
-    def record(self, body: Any, stored: dict[str, Any], exchange: AnswerSource) -> None:
-        """``stored`` given to ``exchange`` as the answer to the online call that sends ``body``."""
-        exchange("POST", f"{self.chat.base_url}/chat/completions", json_body.body(body), body, lambda: stored)
+    def request(self, body: Any) -> tuple[str, str, bytes]:
+        """The online call that sends ``body``: (method, URL, body bytes)."""
+        return "POST", f"{self.chat.base_url}/chat/completions", json_body.body(body)
 
 
 
