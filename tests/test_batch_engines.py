@@ -668,7 +668,7 @@ def test_a_bedrock_judge_on_batch_inference_scores_what_it_scores_online_and_rep
     if jobs:
         assert runs["judged_online_at_submit"] == 0 and "CreateModelInvocationJob" in runs["calls"]
     else:
-        assert "fewer than its batch engine's least job (100 records), sent online" in said
+        assert "fewer than its batch engine's least job (100 records), sent online at the full price ($" in said
         assert runs["judged_online_at_submit"] == 6 * len(runs["submitted"])
     assert runs["collect"].ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), runs["collect"].stderr.str()
     assert all(r["error"] is None for r in runs["collected"]), runs["collected"][0]["error"]

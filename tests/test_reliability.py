@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .support.fake_llm import FakeLLM, Script
 from .support.project import read_rows, suite_project
@@ -554,3 +555,28 @@ def test_resume_from_outside_the_project_keeps_the_projects_config(pytester, tmp
                                   f"personalens: resuming {kept}: 2 scored cases kept, 2 to run"])
     assert {row["user_model"] for row in rows} == {"sim-user (openai:sim)"}  # the project's models ran
     assert len(rows) == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user_agent", "judge", "assistant"]), st.booleans()), max_size=30),
+       st.sets(st.sampled_from(["user_agent", "judge"])), st.integers(1, 6))
+def test_errors_of_a_role_that_only_replays_never_stop_the_run(rows, replayed, limit):
+    """An error a cassette answered (a batch job's record in error, replayed by --judge-batch collect) says nothing of
+    a dead endpoint: the breaker trips on exactly the runs of identical errors of live roles, as long as its limit."""
+    from personalens_testkit.run.stop import Breaker
+
+    breaker = Breaker(limit, replayed=frozenset(replayed))
+    tripped_at = None
+    for n, (source, failed) in enumerate(rows):
+        row = {"status": "error", "error": {"source": source, "endpoint": "m", "cause": "HTTP 500"}} if failed else {}
+        if breaker.observe(row) is not None:
+            tripped_at = n
+            break
+    expected, streak = None, 0  # the rule: a run of `limit` identical errors of live roles, nothing between
+    for n, (source, failed) in enumerate(rows):
+        counts = failed and source not in replayed
+        streak = streak + 1 if counts and n and streak and rows[n - 1][0] == source else (1 if counts else 0)
+        if streak >= limit:
+            expected = n
+            break
+    assert tripped_at == expected

@@ -88,11 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerHooks(run), "personalens-controller")
         config.pluginmanager.register(KeptReports(config, MARKER), "personalens-kept-reports")
         if runs_suites(config):
+            terminate_as_interrupt(config)  # from here: a wait before the cases (--batch-wait) ends as Ctrl-C does
             try:
                 before_cases(run, reach=not config.option.collectonly)
             except PersonalensError as exc:
                 raise pytest.UsageError(redact(str(exc))) from None
-            terminate_as_interrupt(config)
     config.pluginmanager.register(ProgressHooks(run, config), "personalens-progress")  # shown by the controller
     config.stash[STATE] = run
 

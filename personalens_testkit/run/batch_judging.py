@@ -294,7 +294,7 @@ def submit_kept(settings: RunSettings, run_dir: Path, run_id: str, context: Mode
                                       + (" and the full price online" if online else ""))
     return [f"the judge's {len(kept)} call(s) of {cases} case(s) sent as {len(jobs)} batch job(s) "
             f"({', '.join(j['job']['job_id'] for j in jobs) or 'none'}{priced}); kept in {path}",
-            *_online_line(online, records, engines),
+            *_online_line(settings, online, records, engines),
             "collect their answers (within 24 h): the same command with --judge-batch collect [--batch-wait]"]
 
 
@@ -330,15 +330,21 @@ def _alone(chunk: list[str], engine: BatchEngine) -> list[str]:
     return chunk[len(chunk) - rest:] if 0 < rest < engine.minimum else []
 
 
-def _online_line(online: dict[str, Any], records: dict[str, dict[str, Any]],
+def _online_line(settings: RunSettings, online: dict[str, tuple[Any, BatchAnswer]], records: dict[str, dict[str, Any]],
                  engines: dict[tuple[str, str], BatchEngine]) -> list[str]:
-    """One line for the calls sent online: how many, of which model, and why."""
+    """One line for the calls of a model sent online: how many, why, and what they cost (by the tokens each answer
+    reports, at the full price)."""
+    from ..costs.prices import format_cost
+
     lines = []
     for (spec, role), engine in engines.items():
-        count = sum(1 for record in online if (records[record]["spec"], records[record]["role"]) == (spec, role))
-        if count:
-            lines.append(f"{count} call(s) of the {role}'s model {spec}: fewer than its batch engine's least job "
-                         f"({engine.minimum} records), sent online at the full price; their answers kept for collect")
+        mine = {r: answer for r, (_, answer) in online.items() if (records[r]["spec"], records[r]["role"]) == (spec, role)}
+        if mine:
+            cost = answered_cost(settings, records, mine, mine)
+            priced = "" if cost is None else f" ({format_cost(cost)})"
+            lines.append(f"{len(mine)} call(s) of the {role}'s model {spec}: fewer than its batch engine's least job "
+                         f"({engine.minimum} records), sent online at the full price{priced}; their answers kept for "
+                         "collect")
     return lines
 
 

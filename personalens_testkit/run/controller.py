@@ -54,7 +54,8 @@ class RunController:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.breaker = Breaker(run.settings.stop_after_errors)
+        self.breaker = Breaker(run.settings.stop_after_errors,
+                               replayed=frozenset({"user_agent", "judge"}) - run.recording.live_roles)
         #: --stop-when-decided (None: the run runs every case)
         self.early: EarlyStop | None = None
         self._armed = False

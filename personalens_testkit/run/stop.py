@@ -76,9 +76,12 @@ class StopSignal:
 
 @dataclass
 class Breaker:
-    """Watches the rows in arrival order; says when the run must stop."""
+    """Watches the rows in arrival order; says when the run must stop. An error of a role whose calls this run only
+    replays (``replayed``: a recorded answer, never a dead endpoint - a batch job's record in error, say) is no sign
+    of one: it does not count."""
 
     limit: int = DEFAULT_STOP_AFTER_ERRORS
+    replayed: frozenset[str] = frozenset()
     _key: tuple[str, str, str] | None = None
     _count: int = 0
     tripped: str | None = field(default=None)
@@ -93,7 +96,7 @@ class Breaker:
             self.tripped = f"no space left on the disk: {error.get('message')}"
             return self.tripped
         cause, endpoint = error.get("cause"), error.get("endpoint")
-        if not cause or not endpoint or self.limit <= 0:
+        if not cause or not endpoint or self.limit <= 0 or str(error.get("source")) in self.replayed:
             self._key, self._count = None, 0
             return None
         key = (str(error.get("source")), str(endpoint), str(cause))
