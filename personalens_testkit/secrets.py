@@ -74,6 +74,24 @@ def _address_credentials(name: str, value: str) -> list[tuple[str, str]]:
     return [(secret, f"<{name}>") for secret in found + [unquote(secret) for secret in found]]
 
 
+#: variables that hold request headers (``name=value,...``, values URL-encoded): every value is a credential - an
+#: OpenTelemetry collector's key (``x-honeycomb-team=KEY``, ``Authorization=Basic ...``)
+HEADER_VARIABLES = re.compile(r"^OTEL_EXPORTER_OTLP(_TRACES|_LOGS|_METRICS)?_HEADERS$")
+
+
+def _header_values(name: str, value: str) -> list[tuple[str, str]]:
+    """Each header value of a headers variable, as written and decoded, and the credential after a scheme word
+    (``Basic``, ``Bearer``); nothing for any other variable."""
+    if not HEADER_VARIABLES.match(name):
+        return []
+    found = []
+    for pair in value.split(","):
+        _, _, header = pair.partition("=")
+        for text in {header.strip(), unquote(header).strip()}:
+            found += [text, text.split(" ", 1)[1].strip() if " " in text else text]
+    return [(secret, f"<{name}>") for secret in found if secret]
+
+
 def _address(value: str) -> Any:
     """``value`` split as a URL with a scheme and a host, or None."""
     if "://" not in value:
@@ -115,7 +133,7 @@ def _secret_values(items: tuple[tuple[str, str], ...], extra: tuple[str, ...],
     """Memoised on the environment's contents: every transcript and row is redacted."""
     found: dict[str, str] = {}
     for name, value in items:
-        credentials = _address_credentials(name, value)
+        credentials = _address_credentials(name, value) + _header_values(name, value)
         if credentials or _SECRET_ENV.search(name) or name in extra:
             credentials.insert(0, (value, f"<{name}>"))
         for secret, placeholder in credentials:

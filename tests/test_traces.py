@@ -29,7 +29,7 @@ def _run(pytester, monkeypatch, *args, script=None, endpoint=None, mode="all"):
     with FakeLLM(script or Script(terminate_after=2, vary_assistant_text=True)) as fake, OTLPReceiver() as receiver:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
         suite_project(pytester, f'record_mode = "{mode}"\n')
-        result = pytester.runpytest_subprocess(*BASE, "--otel-endpoint", endpoint or receiver.url, *args)
+        result = pytester.runpytest_subprocess(*BASE, "--otel-endpoint", endpoint or receiver.url, *args, timeout=120)
     return read_rows(latest_results(pytester.path)), receiver, result
 
 
@@ -181,9 +181,9 @@ def test_the_attributes_hold_no_none_and_no_secret_in_any_spelling(monkeypatch):
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 50), st.booleans()), min_size=1, max_size=20))
-def test_a_collector_that_does_not_take_a_batch_is_given_up_and_every_item_counted_once(batches):
-    """Whatever the collector answers, batch after batch: every item is sent or dropped, once; after the first batch
-    it does not take, no batch reaches it (a dead or hung collector costs one time-out, not one a batch)."""
+def test_a_collector_that_does_not_take_a_batch_is_given_up_at_once(batches):
+    """Whatever the collector answers, batch after batch: what it took is counted as sent; after the first batch it
+    does not take, no batch reaches it (a dead or hung collector costs one time-out, not one a batch)."""
     from personalens_testkit.run.traces import _Watched
 
     asked: list[int] = []
@@ -200,6 +200,107 @@ def test_a_collector_that_does_not_take_a_batch_is_given_up_and_every_item_count
     results = [watched.export([0] * size) for size, _ in batches]
     first_failure = next((i for i, (_, ok) in enumerate(batches) if not ok), len(batches))
     assert len(asked) == min(first_failure + 1, len(batches))
-    assert watched.sent + watched.dropped == sum(size for size, _ in batches)
     assert watched.sent == sum(size for size, _ in batches[:first_failure])
     assert results[first_failure:] == ["failed"] * (len(batches) - first_failure)
+
+
+def test_the_exporters_complaints_are_taken_only_while_they_export_for_us():
+    """What the OTLP exporter logs while exporting our spans is the run's one line's cause, and printed nowhere; what
+    it logs for anyone else in the process (the bot's own telemetry) goes where it always goes."""
+    import logging
+
+    from personalens_testkit.run.traces import _LOGGERS, _EXPORTING, _Taken
+
+    taken, seen = _Taken(), []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger(_LOGGERS[0])
+    keep = Keep()
+    logger.addFilter(taken)
+    logger.addHandler(keep)
+    try:
+        logger.warning("the bot's collector is down")
+        _EXPORTING.ours = True
+        logger.warning("ours is down\x00\x1b[31m")
+        logger.warning("and again")
+        _EXPORTING.ours = False
+        logger.warning("the bot's again")
+    finally:
+        logger.removeFilter(taken)
+        logger.removeHandler(keep)
+    assert seen == ["the bot's collector is down", "the bot's again"]
+    assert taken.first is not None and taken.first.startswith("ours is down") and taken.first.isprintable()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=0, max_size=30_000))
+def test_no_attribute_is_longer_than_a_collector_takes(text):
+    from personalens_testkit.run.traces import MAX_TEXT, _clean
+
+    cleaned = _clean({"t": text, "l": [text]})
+    assert len(cleaned["t"]) <= MAX_TEXT + 40 and all(len(x) <= MAX_TEXT + 40 for x in cleaned["l"])
+    assert cleaned["t"] == text if len(text) <= MAX_TEXT else cleaned["t"].endswith(f"({len(text):,} characters)")
+
+
+@pytest.mark.parametrize("bad", ["http://", "http://host:99999", "http://[::1", "http://x y", "ftp://host:4318",
+                                 "host:4318", "http://:4318"])
+def test_a_malformed_endpoint_is_one_line_before_any_case(pytester, bad):
+    suite_project(pytester, 'record_mode = "none"\n')
+    result = pytester.runpytest_subprocess(*BASE, "--otel-endpoint", bad)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "is not an OTLP/HTTP endpoint" in result.stderr.str()
+
+
+def test_the_collectors_key_in_the_sdks_headers_variable_is_a_secret(pytester, monkeypatch):
+    key = "hcKEY-0123456789abcdef"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"x-honeycomb-team={key},Authorization=Basic%20dXNlcjpwYXNzd29yZA==")
+    script = Script(terminate_after=2, vary_assistant_text=True,
+                    assistant_text=f"Your team key is {key}; the other is dXNlcjpwYXNzd29yZA==.")
+    rows, receiver, _ = _run(pytester, monkeypatch, "--otel-content", script=script)
+    everything = b"".join(receiver.bodies) + json.dumps(rows).encode()
+    assert key.encode() not in everything and b"dXNlcjpwYXNzd29yZA==" not in everything
+    assert b"<OTEL_EXPORTER_OTLP_HEADERS>" in everything
+
+
+def test_a_collector_that_trickles_its_answer_never_holds_the_run(pytester, monkeypatch):
+    """A collector that answers one byte a second: the run ends all the same (what is not sent in the flush's bound
+    is counted as dropped), with its rows and one line."""
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.is_set():
+            server.settimeout(0.2)
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+
+            def feed(conn=conn):
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                    while not stop.is_set():
+                        conn.sendall(b"x")
+                        time.sleep(1)
+                except OSError:
+                    pass
+            threading.Thread(target=feed, daemon=True).start()
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        rows, _, result = _run(pytester, monkeypatch, endpoint=url)
+    finally:
+        stop.set()
+        server.close()
+    out = result.stdout.str()
+    assert rows and "traces:" in out and "dropped" in out and "Traceback" not in out + result.stderr.str()

@@ -53,32 +53,42 @@ if TYPE_CHECKING:
 #: the most seconds one export may take (the collector's answer, retries included); a collector that takes longer is
 #: given up
 TIMEOUT_S = 3.0
-#: the most seconds the end of a process waits for its last spans to go
+#: the most seconds the end of a process waits for its last spans to go (whatever the collector does: what is not
+#: sent by then is counted as dropped)
 FLUSH_S = 5.0
+#: the longest text an attribute holds (a longer one is cut, and says so): a batch stays within what collectors take
+MAX_TEXT = 8_192
+#: spans a batch
+BATCH = 128
 #: each process's account of its export, in the run folder
 FOLDER = "otel"
-#: the loggers the exporters and the SDK's processors report a failed export to: taken in (the run says it once)
-_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk._shared_internal",
-            "opentelemetry.sdk.trace.export", "opentelemetry.sdk._logs._internal.export")
+#: the loggers the OTLP exporters report a failed export to: what they say while exporting for us is taken in (the
+#: run says it once), never what they say for anyone else in the process (the bot's own telemetry)
+_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
+            "opentelemetry.exporter.otlp.proto.http._log_exporter", "opentelemetry.exporter.otlp.proto.http")
 _OPEN: dict[Path, CaseTraces] = {}
+#: why a process could not make its traces at all, and how many cases it could not trace, by run folder
+_BROKEN: dict[Path, list[Any]] = {}
 _LOCK = threading.Lock()
+_EXPORTING = threading.local()
 
 
 def export_case(settings: RunSettings, run_dir: Path, run_id: str, evaluation: Evaluation, line: str) -> None:
     """A case's trace sent (``line``: its row, as written - secrets replaced); nothing when traces are off. Never
-    raises: a trace is never a reason for a case or a run to fail."""
+    raises: a trace is never a reason for a case or a run to fail (one that cannot be made is counted, with why)."""
     if not settings.otel_endpoint:
         return
-    try:
-        with _LOCK:
-            traces = _OPEN.get(run_dir)
-            if traces is None:
+    with _LOCK:
+        traces = _OPEN.get(run_dir)
+        if traces is None and run_dir not in _BROKEN:
+            try:
                 traces = _OPEN[run_dir] = CaseTraces(settings, run_id)
-        traces.export(evaluation, json.loads(line))
-    except Exception as exc:  # a trace that cannot be made is dropped, with why
-        with _LOCK:
-            if run_dir in _OPEN:
-                _OPEN[run_dir].failed(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the SDK could not be set up: no trace in this process
+                _BROKEN[run_dir] = [f"{type(exc).__name__}: {exc}", 0]
+        if traces is None:
+            _BROKEN[run_dir][1] += 1
+            return
+    traces.export(evaluation, json.loads(line))
 
 
 def check_installed() -> None:
@@ -97,13 +107,15 @@ def check_installed() -> None:
 
 
 def finish(run_dir: Path) -> None:
-    """This process's last spans sent (at most :data:`FLUSH_S`), and what it sent and dropped kept in the run folder
-    for the controller's line (:func:`summary`)."""
+    """This process's last spans sent (at most :data:`FLUSH_S`, whatever the collector does), and what it sent and
+    dropped kept in the run folder for the controller's line (:func:`summary`)."""
     with _LOCK:
         traces = _OPEN.pop(run_dir, None)
-    if traces is None:
+        broken = _BROKEN.pop(run_dir, None)
+    if traces is None and broken is None:
         return
-    account = traces.close()
+    account = traces.close() if traces is not None else {"cases": 0, "untraced": broken[1], "sent": 0, "dropped": 0,
+                                                          "why": redact(broken[0])}
     try:
         (run_dir / FOLDER).mkdir(parents=True, exist_ok=True)
         (run_dir / FOLDER / f"{os.getpid()}.json").write_text(json.dumps(account), encoding="utf-8")
@@ -113,50 +125,54 @@ def finish(run_dir: Path) -> None:
 
 def summary(settings: RunSettings, run_dir: Path) -> list[str]:
     """The run's line about its traces (after every process has finished): how many went where, or how many were
-    dropped and why - the verdict is the same either way."""
+    dropped (or not made) and why - the verdict is the same either way."""
     if not settings.otel_endpoint:
         return []
-    cases = spans = dropped = 0
+    cases = untraced = spans = dropped = 0
     why = ""
     for path in sorted((run_dir / FOLDER).glob("*.json")):
         try:
             account = json.loads(path.read_text(encoding="utf-8"))
             cases, spans, dropped = cases + account["cases"], spans + account["sent"], dropped + account["dropped"]
+            untraced += account.get("untraced", 0)
             why = why or account["why"] or ""
         except (OSError, ValueError, KeyError, TypeError):
             continue
     where = redact(settings.otel_endpoint)
-    if dropped:
-        return [redact(f"traces: {dropped} span(s) and event(s) of {cases} case(s) dropped - {where} did not take them"
-                       f"{f' ({_cut(why)})' if why else ''}; the rows and the verdict are the same without them")]
+    if dropped or untraced or (why and not spans):
+        missing = f"{dropped} span(s) and event(s) of {cases} case(s) dropped" if dropped or not untraced else \
+            f"{untraced} case(s) without a trace"
+        return [redact(f"traces: {missing} - {where} did not take them{f' ({_cut(why)})' if why else ''}; the rows and "
+                       "the verdict are the same without them")]
     return [f"traces: {cases} case(s) sent to {where} ({spans} span(s) and event(s))"] if cases else []
 
 
 class _Watched:
     """An exporter that gives its collector up after the first batch it does not take: every later batch is dropped
-    at once (counted), so a dead or hung collector costs one time-out, not one a batch."""
+    at once, so a dead or hung collector costs one time-out, not one a batch. What the exporter logs while it
+    exports for us is kept as the cause (:class:`_Taken`)."""
 
     def __init__(self, inner: Any, success: Any, failure: Any) -> None:
         self.inner, self.success, self.failure = inner, success, failure
-        self.sent = self.dropped = 0
+        self.sent = 0
         self.gave_up = False
         self._lock = threading.Lock()
 
     def export(self, batch: Any) -> Any:
-        items = len(batch)
         if self.gave_up:
-            with self._lock:
-                self.dropped += items
             return self.failure
+        _EXPORTING.ours = True
         try:
             result = self.inner.export(batch)
-        except Exception:  # an exporter that raises: as one that failed
+        except Exception:  # noqa: BLE001 - an exporter that raises: as one that failed
             result = self.failure
+        finally:
+            _EXPORTING.ours = False
         with self._lock:
             if result == self.success:
-                self.sent += items
+                self.sent += len(batch)
             else:
-                self.gave_up, self.dropped = True, self.dropped + items
+                self.gave_up = True
         return result
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -166,17 +182,21 @@ class _Watched:
         self.inner.shutdown()
 
 
-class _Taken(logging.Handler):
-    """The exporters' own complaints, taken in while traces are sent: the first kept as the cause of the run's one line
-    (they would otherwise print, once a batch, through the root logger)."""
+class _Taken(logging.Filter):
+    """On the exporters' loggers: a record logged while one of our exporters exports (this thread, inside
+    :meth:`_Watched.export`) is taken - the first kept as the cause of the run's one line - and goes no further; any
+    other passes as it would."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__()
         self.first: str | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.first is None:
-            self.first = record.getMessage()
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(_EXPORTING, "ours", False):
+            return True
+        if self.first is None and record.levelno >= logging.WARNING:
+            self.first = "".join(c if c.isprintable() else " " for c in record.getMessage())
+        return False
 
 
 class CaseTraces:
@@ -193,13 +213,12 @@ class CaseTraces:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
         self.settings, self.run_id = settings, run_id
-        self.cases = 0
+        self.cases = self.made = self.untraced = 0
         self._why: str | None = None
+        self._count = threading.Lock()
         self._taken = _Taken()
-        self._loggers = [(logging.getLogger(name), logging.getLogger(name).propagate) for name in _LOGGERS]
-        for logger, _ in self._loggers:
-            logger.addHandler(self._taken)
-            logger.propagate = False
+        for name in _LOGGERS:
+            logging.getLogger(name).addFilter(self._taken)
         base = endpoint_base(settings.otel_endpoint or "")
         resource = Resource.create({"service.name": "personalens-testkit", "service.version": __version__,
                                     "personalens.run.id": run_id})
@@ -207,34 +226,52 @@ class CaseTraces:
                               SpanExportResult.SUCCESS, SpanExportResult.FAILURE)
         self.events = _Watched(OTLPLogExporter(endpoint=f"{base}/v1/logs", timeout=TIMEOUT_S),
                                LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE)
-        self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(self.spans, max_queue_size=65_536,
-                                                                   schedule_delay_millis=1000))
-        self.logger_provider = LoggerProvider(resource=resource)
-        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(self.events, max_queue_size=65_536,
-                                                                              schedule_delay_millis=1000))
+        # never shut down at the interpreter's exit (the SDK's own hook would wait on a hung collector): close() does
+        self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(
+            self.spans, max_queue_size=65_536, max_export_batch_size=BATCH, schedule_delay_millis=1000))
+        self.logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(
+            self.events, max_queue_size=65_536, max_export_batch_size=BATCH, schedule_delay_millis=1000))
         self.tracer = self.tracer_provider.get_tracer("personalens_testkit", __version__)
         self.logger = self.logger_provider.get_logger("personalens_testkit", __version__)
 
     def export(self, evaluation: Evaluation, row: dict[str, Any]) -> None:
-        CaseTrace(self, evaluation.dialogue.log.records, row).send()
-        self.cases += 1
-
-    def failed(self, why: str) -> None:
-        self._why = self._why or why
+        """A case's trace made and handed to the exporters; one that cannot be made is counted, with why."""
+        try:
+            made = CaseTrace(self, evaluation.dialogue.log.records, row).send()
+        except Exception as exc:  # noqa: BLE001 - never a reason for a case to fail
+            with self._count:
+                self.untraced += 1
+                self._why = self._why or f"{type(exc).__name__}: {exc}"
+            return
+        with self._count:
+            self.cases += 1
+            self.made += made
 
     def close(self) -> dict[str, Any]:
-        """Every span and event sent or dropped (at most :data:`FLUSH_S`), the providers shut down; what was done."""
-        flushed = self.tracer_provider.force_flush(int(FLUSH_S * 1000))
-        flushed = self.logger_provider.force_flush(int(FLUSH_S * 1000)) and flushed
-        self.tracer_provider.shutdown()
-        self.logger_provider.shutdown()
-        for logger, propagate in self._loggers:
-            logger.removeHandler(self._taken)
-            logger.propagate = propagate
-        why = self._why or self._taken.first or ("" if flushed else f"not all sent within {FLUSH_S:g} s")
-        return {"cases": self.cases, "sent": self.spans.sent + self.events.sent,
-                "dropped": self.spans.dropped + self.events.dropped, "why": redact(why)}
+        """Every span and event sent, within :data:`FLUSH_S` whatever the collector does (the SDK's flush does not
+        bound itself: it runs in a thread of its own, waited for that long); the rest counted as dropped; what was
+        done."""
+        def shut() -> None:
+            self.tracer_provider.force_flush()
+            self.logger_provider.force_flush()
+            self.tracer_provider.shutdown()
+            self.logger_provider.shutdown()
+
+        closing = threading.Thread(target=shut, name="personalens-traces-close", daemon=True)
+        closing.start()
+        try:
+            closing.join(FLUSH_S)
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: what is not sent yet is dropped
+        in_time = not closing.is_alive()
+        for name in _LOGGERS:
+            logging.getLogger(name).removeFilter(self._taken)
+        sent = self.spans.sent + self.events.sent
+        why = self._why or self._taken.first or ("" if in_time else f"not all sent within {FLUSH_S:g} s")
+        return {"cases": self.cases, "untraced": self.untraced, "sent": sent, "dropped": max(self.made - sent, 0),
+                "why": redact(why)}
 
 
 def endpoint_base(url: str) -> str:
@@ -261,26 +298,32 @@ class CaseTrace:
         self.conversation = f"{traces.run_id}/{self.case}"
         self.first_calls = int((((row.get("rerun") or {}).get("first")) or {}).get("calls") or 0)
 
-    def send(self) -> None:
+    def send(self) -> int:
+        """The case's spans and events made and handed to the exporters; how many."""
         from opentelemetry.context import Context
         from opentelemetry.trace import SpanKind, set_span_in_context
 
         tracer, row = self.traces.tracer, self.row
         start, end = self._bounds()
-        root = tracer.start_span(f"personalens.case {self.case}", context=Context(), kind=SpanKind.INTERNAL,
+        root = tracer.start_span(redact(f"personalens.case {self.case}"), context=Context(), kind=SpanKind.INTERNAL,
                                  start_time=start, attributes=self._case_attributes())
-        inside = set_span_in_context(root, Context())
-        first = self.records[:self.first_calls]
-        judged = [r for r in self.records[self.first_calls:] if r.role not in JUDGING_ROLES]
-        judging = [r for r in self.records[self.first_calls:] if r.role in JUDGING_ROLES]
-        if first:
-            self._dialogue("first dialogue", first, inside, (row.get("rerun") or {}).get("first", {}).get("transcript"))
-        dialogue = self._dialogue("dialogue", judged, inside, row.get("transcript"), start=start)
-        if judging:
-            self._group("judging", judging, inside, phase="judging")
-        self._evaluations(set_span_in_context(dialogue, Context()), end)
-        self._error(root, None)
-        root.end(end_time=end)
+        self.made = 1
+        try:
+            inside = set_span_in_context(root, Context())
+            first = self.records[:self.first_calls]
+            judged = [r for r in self.records[self.first_calls:] if r.role not in JUDGING_ROLES]
+            judging = [r for r in self.records[self.first_calls:] if r.role in JUDGING_ROLES]
+            if first:
+                self._dialogue("first dialogue", first, inside,
+                               (row.get("rerun") or {}).get("first", {}).get("transcript"))
+            dialogue = self._dialogue("dialogue", judged, inside, row.get("transcript"), start=start)
+            if judging:
+                self._group("judging", judging, inside, phase="judging")
+            self._evaluations(set_span_in_context(dialogue, Context()), end)
+            self._error(root, None)
+        finally:
+            root.end(end_time=end)
+        return self.made
 
     # -- the spans ------------------------------------------------------------------------------------------------
     def _bounds(self) -> tuple[int, int]:
@@ -321,7 +364,8 @@ class CaseTrace:
 
         messages = transcript if isinstance(transcript, list) and len(transcript) == len(records) else None
         span = self.traces.tracer.start_span(name, context=parent, start_time=_start(records, start),
-                                             attributes={"gen_ai.conversation.id": self.conversation})
+                                             attributes=_clean({"gen_ai.conversation.id": self.conversation}))
+        self.made += 1 + len({record.turn for record in records})
         inside = set_span_in_context(span, parent)
         turns: dict[int, list[int]] = {}
         for index, record in enumerate(records):
@@ -344,6 +388,7 @@ class CaseTrace:
         from opentelemetry.trace import set_span_in_context
 
         span = self.traces.tracer.start_span(name, context=parent, start_time=_start(records))
+        self.made += 1
         inside = set_span_in_context(span, parent)
         for record in records:
             self._call(record, inside, None, None)
@@ -371,8 +416,9 @@ class CaseTrace:
             if isinstance(before, dict):
                 attributes["gen_ai.input.messages"] = _messages([before])
         name = f"chat {model}" if provider is not None else f"reply {self.row.get('assistant')}"
-        span = self.traces.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT,
+        span = self.traces.tracer.start_span(redact(name), context=parent, kind=SpanKind.CLIENT,
                                              start_time=_ns(record.started), attributes=_clean(attributes))
+        self.made += 1
         span.end(end_time=_ns(record.started + record.seconds))
 
     def _model(self, role: str) -> tuple[str | None, str | None]:
@@ -413,10 +459,12 @@ class CaseTrace:
                 attributes["gen_ai.evaluation.explanation"] = reasons[metric]
             self.traces.logger.emit(timestamp=at, context=dialogue, event_name="gen_ai.evaluation.result",
                                     attributes=_clean(attributes))
+            self.made += 1
 
 
 def _cut(text: str, most: int = 200) -> str:
-    return text if len(text) <= most else text[:most].rstrip() + "..."
+    """At most ``most`` characters; a longer text cut, and saying so."""
+    return text if len(text) <= most else text[:most].rstrip() + f"... ({len(text):,} characters)"
 
 
 def _phase(phase: Any) -> str:
@@ -452,8 +500,8 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(value, str):
-            value = redact(value)
+            value = _cut(redact(value), MAX_TEXT)
         elif isinstance(value, list):
-            value = [redact(str(item)) for item in value]
+            value = [_cut(redact(str(item)), MAX_TEXT) for item in value]
         found[key] = value
     return found

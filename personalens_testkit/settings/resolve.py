@@ -128,11 +128,20 @@ def resolve_settings(options: Mapping[str, Any], rootdir: Path, env: Mapping[str
 def _otel_endpoint(values: _Values) -> str | None:
     """``--otel-endpoint``: an http(s) URL, its trailing ``/`` dropped; --otel-content only with it; said in one line,
     naming where the value came from."""
+    from urllib.parse import urlsplit
+
     url, where = values.source("otel_endpoint")
     place = {"option": "--otel-endpoint", "env": "PERSONALENS_OTEL_ENDPOINT"}.get(where, "otel_endpoint in the config")
-    if url and not str(url).lower().startswith(("http://", "https://")) or url and " " in str(url).strip():
-        raise UsageError(f"{place}: {str(url)[:80]!r} is not an OTLP/HTTP endpoint: http://HOST:PORT expected (e.g. "
-                         "http://localhost:4318)")
+    if url:
+        try:
+            parts = urlsplit(str(url).strip())
+            usable = parts.scheme.lower() in ("http", "https") and bool(parts.hostname) and " " not in str(url).strip()
+            parts.port  # noqa: B018 - a port out of range raises
+        except ValueError:
+            usable = False
+        if not usable:
+            raise UsageError(f"{place}: {str(url)[:80]!r} is not an OTLP/HTTP endpoint: http://HOST:PORT expected "
+                             "(e.g. http://localhost:4318)")
     if values["otel_content"] and not url:
         raise UsageError("--otel-content: only with --otel-endpoint (it says what the traces hold)")
     return str(url).strip().rstrip("/") or None if url else None
