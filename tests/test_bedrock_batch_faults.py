@@ -199,3 +199,18 @@ def test_a_record_whose_input_is_no_request_is_one_line_and_nothing_is_written(p
         path.write_text(json.dumps(kept))  # mended: collected whole
         collect, collected = world.run(*ALARM, "--judge-batch", "collect")
         assert collected and all(r["error"] is None for r in collected)
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_a_collect_whose_job_answered_many_cases_in_error_still_judges_every_case(pytester, monkeypatch):
+    """Records in error are recorded answers, no dead endpoint: the breaker (5 alike in a row) never stops a collect,
+    every case gets its row - those in error with the provider's code, the others scored."""
+    from personalens_testkit.llm.batch.jobs import record_ids
+
+    failing = {record: "error" for record in record_ids(6 * 8)}  # the first eight cases' every call
+    with World(pytester, monkeypatch, outcomes=failing) as world:
+        _project(pytester, world.runtime)
+        _, submitted = world.run(*SD, "--judge-batch", "submit")
+        collect, collected = world.run(*SD, "--judge-batch", "collect")
+        assert len(collected) == len(submitted) and "in a row" not in collect.stdout.str()
+        assert sum(r["error"] is not None for r in collected) == 8

@@ -54,8 +54,7 @@ class RunController:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.breaker = Breaker(run.settings.stop_after_errors,
-                               replayed=frozenset({"user_agent", "judge"}) - run.recording.live_roles)
+        self.breaker = Breaker(run.settings.stop_after_errors)
         #: --stop-when-decided (None: the run runs every case)
         self.early: EarlyStop | None = None
         self._armed = False
@@ -68,6 +67,8 @@ class RunController:
         assert self.run.writer is not None
         self.run.writer.open()
         self.run.stop_signal.prepare()
+        # an error of a role this run only replays is a recorded answer, no sign of a dead endpoint
+        self.breaker.replayed = frozenset({"user_agent", "judge"}) - self.run.recording.live_roles
 
     def _arm(self) -> None:
         """At the first row (an xdist controller collects no case: it learns of the run from its rows): the early
