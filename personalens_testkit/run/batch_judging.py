@@ -437,7 +437,7 @@ def read_state(settings: RunSettings) -> dict[str, Any]:
                 raise ValueError(f"online record {record}: what was sent expected")
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--judge-batch collect: {path} is not a submit run's jobs ({exc})") from None
-    return {"jobs": jobs, "online": online, "records": records, "path": path, "run_id": str(state.get("run_id"))}
+    return {"jobs": jobs, "online": online, "records": records, "path": path}
 
 
 def collect(settings: RunSettings, context: ModelContext, cassettes: Any, *, say: Callable[[str], None],

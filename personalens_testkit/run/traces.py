@@ -297,6 +297,8 @@ class CaseTrace:
         self.case = f"{row['scenario_id']}" + (f"#{row['repeat']}" if row.get("repeat", 1) != 1 else "")
         self.conversation = f"{traces.run_id}/{self.case}"
         self.first_calls = int((((row.get("rerun") or {}).get("first")) or {}).get("calls") or 0)
+        #: spans and events made so far
+        self.made = 0
 
     def send(self) -> int:
         """The case's spans and events made and handed to the exporters; how many."""
