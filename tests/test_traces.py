@@ -304,3 +304,20 @@ def test_a_collector_that_trickles_its_answer_never_holds_the_run(pytester, monk
         server.close()
     out = result.stdout.str()
     assert rows and "traces:" in out and "dropped" in out and "Traceback" not in out + result.stderr.str()
+
+
+def test_a_call_that_failed_is_a_span_of_its_own_with_its_error(pytester, monkeypatch):
+    """The first call of the run is refused (429) and not retried: its case is an error row, and its trace shows the
+    failed call itself - its role, its turn, ERROR with the error's kind - beside the case's and the dialogue's."""
+    rows, receiver, _ = _run(pytester, monkeypatch, "--retries", "0",
+                             script=Script(terminate_after=2, vary_assistant_text=True, fail_first=1))
+    [failed_row] = [r for r in rows if r["error"]]
+    root = next(s for s in receiver.spans if not s["parent_id"]
+                and s["attributes"]["personalens.case.id"] == failed_row["scenario_id"])
+    mine = [s for s in receiver.spans if s["trace_id"] == root["trace_id"]]
+    [call] = [s for s in mine if s["kind"] == 3 and s["status"] == 2]
+    assert call["attributes"]["personalens.role"] == "user_agent" and call["attributes"]["personalens.call.turn"] == 0
+    assert call["attributes"]["error.type"] and call["attributes"]["error.type"] in call["status_message"]
+    by_id = {s["span_id"]: s for s in mine}
+    assert by_id[call["parent_id"]]["name"] == "turn 0" and root["status"] == 2
+    assert len([s for s in mine if s["kind"] == 3]) == len(failed_row["calls"]) + 1  # the answered ones, and it

@@ -39,10 +39,12 @@ class CallRecord:
     #: said) - for a trace (run/traces.py), not in the row
     started: float = field(default=0.0, compare=False)
     response_model: str | None = field(default=None, compare=False)
+    #: a call that failed (kept apart, :attr:`CallLog.failed`): its error's kind and message
+    error: str | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         found = dict(vars(self))  # every field is a plain value: no need for asdict's deep copy
-        del found["started"], found["response_model"]
+        del found["started"], found["response_model"], found["error"]
         return found
 
 
@@ -54,6 +56,8 @@ class CallLog:
     #: time.monotonic() after which no call is made or waited for (the scenario's time limit), and that limit
     deadline: float | None = None
     time_limit_s: float | None = None
+    #: the calls that failed, retries spent (not in the row's calls, which are the answered ones; a trace shows them)
+    failed: list[CallRecord] = field(default_factory=list)
 
     def add(self, record: CallRecord) -> None:
         self.records.append(record)
@@ -68,6 +72,11 @@ class CallLog:
             with step(f"the {site.describe()}"):
                 result, attempts = make_call(call, site, policy=self.retry, deadline=self.deadline,
                                              time_limit_s=self.time_limit_s)
+        except Exception as exc:
+            self.failed.append(CallRecord(role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
+                                          replayed=outcome["replayed"], started=began,
+                                          error=f"{type(exc).__name__}: {exc}"))
+            raise
         finally:
             CALL_OUTCOME.reset(token)
         self.add(CallRecord(

@@ -239,7 +239,8 @@ class CaseTraces:
     def export(self, evaluation: Evaluation, row: dict[str, Any]) -> None:
         """A case's trace made and handed to the exporters; one that cannot be made is counted, with why."""
         try:
-            made = CaseTrace(self, evaluation.dialogue.log.records, row).send()
+            log = evaluation.dialogue.log
+            made = CaseTrace(self, log.records, row, log.failed).send()
         except Exception as exc:  # noqa: BLE001 - never a reason for a case to fail
             with self._count:
                 self.untraced += 1
@@ -291,8 +292,11 @@ METRIC_HIGH = {metric.name: metric.high for metric in METRICS}
 class CaseTrace:
     """One case's trace, made from its row (as written: secrets replaced) and its call log (each call's start)."""
 
-    def __init__(self, traces: CaseTraces, records: list[CallRecord], row: dict[str, Any]) -> None:
+    def __init__(self, traces: CaseTraces, records: list[CallRecord], row: dict[str, Any],
+                 failed: list[CallRecord] = ()) -> None:  # type: ignore[assignment]
         self.traces, self.records, self.row = traces, records, row
+        #: the calls that failed (retries spent): each a span with its error, in its turn or under the judging
+        self.failed = list(failed)
         self.content = traces.settings.otel_content
         self.case = f"{row['scenario_id']}" + (f"#{row['repeat']}" if row.get("repeat", 1) != 1 else "")
         self.conversation = f"{traces.run_id}/{self.case}"
@@ -315,6 +319,7 @@ class CaseTrace:
             first = self.records[:self.first_calls]
             judged = [r for r in self.records[self.first_calls:] if r.role not in JUDGING_ROLES]
             judging = [r for r in self.records[self.first_calls:] if r.role in JUDGING_ROLES]
+            judging += [r for r in self.failed if r.role in JUDGING_ROLES]
             if first:
                 self._dialogue("first dialogue", first, inside,
                                (row.get("rerun") or {}).get("first", {}).get("transcript"))
@@ -365,6 +370,8 @@ class CaseTrace:
         from opentelemetry.trace import set_span_in_context
 
         messages = transcript if isinstance(transcript, list) and len(transcript) == len(records) else None
+        failed = [r for r in self.failed if r.role not in JUDGING_ROLES] if name == "dialogue" else []
+        records = [*records, *failed]  # a failed call after the answered ones: it made no message
         span = self.traces.tracer.start_span(name, context=parent, start_time=_start(records, start),
                                              attributes=_clean({"gen_ai.conversation.id": self.conversation}))
         self.made += 1 + len({record.turn for record in records})
@@ -378,8 +385,8 @@ class CaseTrace:
                                                       attributes={"personalens.turn": turn})
             turn_inside = set_span_in_context(turn_span, inside)
             for i in indexes:
-                said = messages[i] if messages else None
-                before = messages[i - 1] if messages and i else None
+                said = messages[i] if messages and i < len(messages) else None
+                before = messages[i - 1] if messages and 0 < i <= len(messages) else None
                 self._call(records[i], turn_inside, said, before)
             turn_span.end(end_time=_end(group))
         self._error(span, "dialogue")
@@ -421,6 +428,11 @@ class CaseTrace:
         span = self.traces.tracer.start_span(redact(name), context=parent, kind=SpanKind.CLIENT,
                                              start_time=_ns(record.started), attributes=_clean(attributes))
         self.made += 1
+        if record.error is not None:  # the call failed, its retries spent: its error, where it happened
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_attribute("error.type", record.error.split(":", 1)[0])
+            span.set_status(Status(StatusCode.ERROR, _cut(redact(record.error), 1000)))
         span.end(end_time=_ns(record.started + record.seconds))
 
     def _model(self, role: str) -> tuple[str | None, str | None]:
