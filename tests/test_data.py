@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from personalens_testkit.data import DOMAINS, Selection, TaskKind, bundled_root, open_dataset, select_scenarios
@@ -203,6 +203,8 @@ _PROFILE = (bundled_root() / "data" / "profile" / "user7" / "profile.json").read
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(min_value=0, max_value=len(_ORIGINAL) - 1), noise=st.binary(max_size=8))
+@example(cut=0, noise=b"{}")  # cut to a whole, empty object: valid JSON, no task (found by a run of this test)
+@example(cut=1, noise=b" }")
 def test_any_truncated_or_garbled_tasks_file_gives_a_data_error(data_copy: Path, cut: int, noise: bytes):
     path = data_copy / "data" / "profile" / "user7" / "tasks.json"
     path.write_bytes(_ORIGINAL[:cut] + noise)

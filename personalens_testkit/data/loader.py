@@ -158,6 +158,8 @@ class Dataset:
         except ValidationError as exc:
             field, message = describe_validation_error(exc)
             raise DataError(path, field, message) from None
+        if not parsed:  # `{}`: a file cut to its braces (every profile of the benchmark has tasks of both kinds)
+            raise DataError(path, None, "holds no task (expected an object of the user's tasks by key)")
         expected_md = path.name == "tasks_md.json"
         for key, task in parsed.items():
             if (task.task_id.startswith("MD-")) != expected_md:
