@@ -104,9 +104,16 @@ def test_the_embedded_judge_scores_the_injected_bot_like_the_honest_one(pytester
     what is tested: the user agent is a scripted one (the embedded model's server starts once a run, for the judge)."""
     with FakeLLM(Script(terminate_after=1)) as fake:
         project_for(pytester, f'user_model = "openai:u"\nopenai_base_url = "{fake.url}"\n[local]\nn_threads = 1\n')
+        # the first judgement is what is compared: a floor it misses is not judged again (4 more personalization calls
+        # of 28 s each a run on one thread - three quarters of the test's time before)
+        thresholds = (ROOT / "thresholds.yaml").read_text()
+        assert "live_judged_floors: confirm" in thresholds
+        (pytester.path / "thresholds.yaml").write_text(
+            thresholds.replace("live_judged_floors: confirm", "live_judged_floors: report"))
         honest = scored(pytester, *ARGS, "--assistant", "honest")
         injected = scored(pytester, *ARGS, "--assistant", "injected")
     assert injected["injection_flags"] and not honest["injection_flags"]
+    assert [sum(c["role"] == "judge" for c in row["calls"]) for row in (honest, injected)] == [6, 6]  # judged once
     for name, value in injected["scores"].items():
         if name != "task_completion":
             assert value <= honest["scores"][name] + 1, (name, honest["scores"], injected["scores"])
