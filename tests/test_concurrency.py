@@ -28,14 +28,12 @@ def test_concurrent_scenarios_record_their_own_cassettes_and_replay(pytester, mo
     suite_project(pytester)
     with FakeLLM(Script(terminate_after=2, echo_task=True, delay_s=0.2)) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
-        started = time.perf_counter()
         recording = pytester.runpytest(*SPECS, *SELECTION, "--record-mode", "all", "--concurrency", "8")
-        wall = time.perf_counter() - started
     outcomes = recording.parseoutcomes()
     cases = outcomes["passed"]
     assert cases >= 12 and set(outcomes) <= {"passed", "deselected"}
-    assert fake.max_in_flight >= 4  # really concurrent
-    assert wall < len(fake.requests) * 0.2 / 3  # far below one call after the other
+    # really concurrent, read from the server's side (calls it held at once), not the clock: a busy machine is slower
+    assert fake.max_in_flight >= 4
     recorded = rows(pytester)
     assert len({r["scenario_id"] for r in recorded}) == len(recorded) == cases  # every case, once
     # every cassette holds its own scenario's calls only (the user agent quotes its task in each message)
@@ -66,20 +64,19 @@ def _judge_once(parallel: int, script: Script):
     log = CallLog()
     with FakeLLM(script) as fake:
         model = OpenAICompatibleChat(spec="openai:fake-judge", base_url=fake.url, model="fake-judge")
-        started = time.perf_counter()
         try:
             verdict = Judge(model, parallel=parallel).judge(ctx, dialogue, log)
         finally:
             model.close()
-        return verdict, log, time.perf_counter() - started, fake.max_in_flight
+        return verdict, log, fake.max_in_flight
 
 
 def test_a_remote_judge_makes_its_six_calls_at_once_and_logs_them_in_order():
     from personalens_testkit.agents.judge import JUDGED_ORDER
 
-    verdict, log, wall, in_flight = _judge_once(6, Script(delay_s=0.3))
-    sequential, sequential_log, sequential_wall, _ = _judge_once(1, Script(delay_s=0.3))
-    assert in_flight == 6 and wall < 2 * 0.3 < 6 * 0.3 <= sequential_wall
+    verdict, log, in_flight = _judge_once(6, Script(delay_s=0.3))
+    sequential, sequential_log, one_at_a_time = _judge_once(1, Script(delay_s=0.3))
+    assert (in_flight, one_at_a_time) == (6, 1)  # the server held all six at once (one at a time with parallel 1)
     assert verdict == sequential
     assert [r.label for r in log.records] == [r.label for r in sequential_log.records] == list(JUDGED_ORDER)
 
