@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -207,3 +209,25 @@ def test_one_metric_judges_many_users_from_each_test_cases_metadata(judge_model,
         metric.measure(ConversationalTestCase(
             turns=[Turn(role="user", content="x"), Turn(role="assistant", content="y")],
             metadata={"personalens_context": {"demographics": {"age": 35}}}))
+
+
+@pytest.mark.parametrize("missing", ["deepeval", "deepeval.test_case", "a_module_deepeval_needs"])
+def test_without_deepeval_the_import_names_the_extra_and_another_missing_module_is_itself(missing):
+    """deepeval is an extra (its pytest plugin costs every pytest process where it is installed): importing the
+    metrics without it is one ImportError naming the extra; a module missing inside deepeval is reported as itself."""
+    probe = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def fake(name, *args, **kwargs):\n"
+        f"    if name.startswith('deepeval'):\n"
+        f"        raise ModuleNotFoundError(\"No module named {missing!r}\", name={missing!r})\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = fake\n"
+        "import personalens_testkit.integrations.deepeval_metrics\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    last = done.stderr.splitlines()[-1]
+    if missing.startswith("deepeval"):
+        assert last == ("ImportError: personalens_testkit.integrations.deepeval_metrics needs deepeval, an extra: "
+                        "pip install 'personalens-testkit[deepeval]'"), done.stderr
+    else:
+        assert last == f"ModuleNotFoundError: No module named {missing!r}", done.stderr
