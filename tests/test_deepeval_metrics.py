@@ -212,9 +212,9 @@ def test_one_metric_judges_many_users_from_each_test_cases_metadata(judge_model,
 
 
 @pytest.mark.parametrize("missing", ["deepeval", "deepeval.test_case", "a_module_deepeval_needs"])
-def test_without_deepeval_the_import_names_the_extra_and_another_missing_module_is_itself(missing):
-    """deepeval is an extra (its pytest plugin costs every pytest process where it is installed): importing the
-    metrics without it is one ImportError naming the extra; a module missing inside deepeval is reported as itself."""
+def test_without_deepeval_the_import_says_how_to_install_it_and_another_missing_module_is_itself(missing):
+    """Importing the metrics where deepeval is missing is one ImportError saying how to install it; a module missing
+    inside deepeval is reported as itself."""
     probe = (
         "import builtins, sys\n"
         "real = builtins.__import__\n"
@@ -227,7 +227,7 @@ def test_without_deepeval_the_import_names_the_extra_and_another_missing_module_
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     last = done.stderr.splitlines()[-1]
     if missing.startswith("deepeval"):
-        assert last == ("ImportError: personalens_testkit.integrations.deepeval_metrics needs deepeval, an extra: "
-                        "pip install 'personalens-testkit[deepeval]'"), done.stderr
+        assert last == ("ImportError: personalens_testkit.integrations.deepeval_metrics needs deepeval: "
+                        "pip install 'deepeval>=3.0'"), done.stderr
     else:
         assert last == f"ModuleNotFoundError: No module named {missing!r}", done.stderr

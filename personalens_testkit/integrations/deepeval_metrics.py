@@ -1,8 +1,8 @@
 """The judge's four dimensions as deepeval ``BaseConversationalMetric`` subclasses.
 
 The only module that imports deepeval (the rest of the testkit never does), so teams can
-reuse the PersonaLens judge in their own deepeval code (deepeval is the ``[deepeval]`` extra: ``pip install
-'personalens-testkit[deepeval]'``; without it, importing this module is one ImportError naming the extra)::
+reuse the PersonaLens judge in their own deepeval code (without deepeval installed, importing this module is one
+ImportError saying so)::
 
     from personalens_testkit.integrations.deepeval_metrics import PersonalizationMetric
     metric = PersonalizationMetric("openai:gpt-4o", threshold=0.5)
@@ -43,11 +43,11 @@ from pydantic import ValidationError
 try:
     from deepeval.metrics import BaseConversationalMetric
     from deepeval.test_case import ConversationalTestCase, Turn
-except ModuleNotFoundError as missing:  # the light core: deepeval is an extra (its pytest plugin costs every run)
+except ModuleNotFoundError as missing:  # an environment without deepeval (a dependency, yet removable)
     if (missing.name or "").partition(".")[0] != "deepeval":
         raise
-    raise ImportError("personalens_testkit.integrations.deepeval_metrics needs deepeval, an extra: "
-                      "pip install 'personalens-testkit[deepeval]'", name=__name__) from None
+    raise ImportError("personalens_testkit.integrations.deepeval_metrics needs deepeval: "
+                      "pip install 'deepeval>=3.0'", name=__name__) from None
 
 from ..agents.calls import CallLog
 from ..agents.injection import neutralise
