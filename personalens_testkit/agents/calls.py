@@ -73,21 +73,26 @@ class CallLog:
                 result, attempts = make_call(call, site, policy=self.retry, deadline=self.deadline,
                                              time_limit_s=self.time_limit_s)
         except Exception as exc:
-            self.failed.append(CallRecord(role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
-                                          replayed=outcome["replayed"], started=began,
+            self.failed.append(CallRecord(**self._call_of(site, started, began, outcome),
                                           error=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             CALL_OUTCOME.reset(token)
         self.add(CallRecord(
-            role=role, label=label, turn=turn, seconds=round(time.perf_counter() - started, 3),
+            **self._call_of(site, started, began, outcome),
             prompt_tokens=getattr(result, "prompt_tokens", None),
             completion_tokens=getattr(result, "completion_tokens", None), attempts=attempts,
             cache_read_tokens=getattr(result, "cache_read_tokens", None),
-            cache_write_tokens=getattr(result, "cache_write_tokens", None), replayed=outcome["replayed"],
-            started=began, response_model=_text_or_none(getattr(result, "model", None)),
+            cache_write_tokens=getattr(result, "cache_write_tokens", None),
+            response_model=_text_or_none(getattr(result, "model", None)),
         ))
         return result
+
+    @staticmethod
+    def _call_of(site: CallSite, started: float, began: float, outcome: dict[str, bool]) -> dict[str, Any]:
+        """What a call's record holds whether it was answered or failed: where, how long, replayed, when."""
+        return {"role": site.role, "label": site.label, "turn": site.turn,
+                "seconds": round(time.perf_counter() - started, 3), "replayed": outcome["replayed"], "started": began}
 
     def chat(self, model: ChatModel, request: ChatRequest, *, role: CallRole, label: str, turn: int) -> ChatResponse:
         return self.run(lambda: model.complete(request), role=role, label=label, turn=turn)

@@ -505,13 +505,14 @@ def _calls(records: dict[str, dict[str, Any]], sent: dict[str, Any], found: dict
         for record, entry in records.items():
             call = engines[(entry["spec"], entry["role"])].call
             request = Request(*call.request(sent[record]), {"content-type": "application/json"})
-            if record in online:
-                if entry["case"] not in kept:
-                    kept[entry["case"]] = _answers_kept(cassettes, entry["case"])
-                answers = kept[entry["case"]].answers_to(request)
-                stored = answers[0] if answers else None
-                found[record] = _read_stored(call, record, stored)
-            calls[record] = (request, call.stored(found[record]) if record not in online or stored is None else stored)
+            if record not in online:
+                calls[record] = (request, call.stored(found[record]))
+                continue
+            if entry["case"] not in kept:
+                kept[entry["case"]] = _answers_kept(cassettes, entry["case"])
+            answers = kept[entry["case"]].answers_to(request)
+            found[record] = _read_stored(call, record, answers[0] if answers else None)
+            calls[record] = (request, answers[0] if answers else call.stored(found[record]))
     except ModelError as exc:
         raise UsageError(f"--judge-batch collect: record {record} of case {entry['case']}: {exc}") from None
     return calls
