@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 from pathlib import Path
 
@@ -34,6 +35,32 @@ pytest_plugins = ["pytester"]
 # modules a run imported when it ends, and an httpcore imported again afterwards has new exception
 # classes that httpx's cached exception map no longer recognises (a later test then sees a raw
 # httpcore.ConnectError instead of httpx.ConnectError).
+
+
+#: pytest plugins installed beside the testkit that no run of these tests exercises: a pytest process these tests
+#: start (a pytester run, a bench script's, a CLI command's) loads none of them - deepeval's costs 1.8 s of CPU a
+#: process, the other three 0.1 s together, and the suite starts several hundred. A run that must have a team's
+#: whole environment (tests/test_install.py, tests/test_workflow.py) clears PYTEST_* from its environment; the gate
+#: clears PYTEST_ADDOPTS itself.
+LEFT_OUT = " ".join(f"-p no:{name}" for name in ("deepeval", "anyio", "repeat", "rerunfailures"))
+
+
+def _with_plugins_left_out(addopts: str) -> str:
+    return addopts if LEFT_OUT in addopts else f"{addopts} {LEFT_OUT}".strip()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A process these tests start reads PYTEST_ADDOPTS (this one's own options are parsed already)."""
+    os.environ["PYTEST_ADDOPTS"] = _with_plugins_left_out(os.environ.get("PYTEST_ADDOPTS", ""))
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's pytester, whose runs (in this process or a subprocess) leave the plugins of :data:`LEFT_OUT` out too
+    (pytester clears PYTEST_ADDOPTS for its runs; a path given as an option's separate value also keeps a run from
+    finding the ini file that says ``-p no:deepeval``)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", LEFT_OUT)
+    return pytester
 
 
 @pytest.fixture(autouse=True)

@@ -116,12 +116,12 @@ def test_calibrate_runs_on_the_embedded_judge(tmp_path):
     report = tmp_path / "cal.json"
     tag = f"calibrate-{os.getpid()}-{time.monotonic_ns()}"
     (tmp_path / "personalens.toml").write_text(ONE_THREAD)
-    status, out, err, _ = watch(["personalens", "calibrate", "--judge-model", "local", "--slice", "3", "--repeat", "1",
+    status, out, err, _ = watch(["personalens", "calibrate", "--judge-model", "local", "--slice", "2", "--repeat", "1",
                                  "--no-injection", "--output", str(report)], cwd=tmp_path, watched=[tmp_path],
                                 env={**_tagged(tag), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert status in (0, 1), out[-2000:] + err[-2000:]
     data = json.loads(report.read_text())
-    assert data["judge_model"] == "local" and data["dialogues"] == 3
-    assert data["cost"]["calls"] >= 3 and data["cost"]["prompt_tokens"] > 1000
-    assert "judge calibration: local on 3 dialogues of dialogues.jsonl (x1)" in out
+    assert data["judge_model"] == "local" and data["dialogues"] == 2
+    assert data["cost"]["calls"] >= 2 and data["cost"]["prompt_tokens"] > 1000
+    assert "judge calibration: local on 2 dialogues of dialogues.jsonl (x1)" in out
     assert not _left_running(tag), "the command left its embedded server running"

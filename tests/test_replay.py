@@ -260,7 +260,7 @@ def test_a_changed_bot_is_not_scored_offline_and_scored_live_from_where_it_chang
 def test_xdist_record_and_replay_lose_nothing(project):
     args = ["--profiles", "7,53", "--domains", "Alarm,Books,Buses,Calendar", "--max-turns", "1"]
     with FakeLLM(Script(terminate_after=1)) as fake:
-        recording = run(project, fake.url, *args, "--record-mode", "once", "-n", "16", subprocess=True)
+        recording = run(project, fake.url, *args, "--record-mode", "once", "-n", "4", subprocess=True)
     outcomes = recording.parseoutcomes()
     total = outcomes.get("passed", 0)
     assert total >= 16 and set(outcomes) <= {"passed", "deselected", "warnings"}, recording.stdout.str()[-2000:]
@@ -269,7 +269,7 @@ def test_xdist_record_and_replay_lose_nothing(project):
     assert not [p for p in cassette_dir(project).iterdir() if p.name.startswith(".")]  # no temporary files left
     recorded = recorded_rows(cassette_dir(project))
     assert len(recorded) == total
-    replay = run(project, DEAD, *args, "-n", "16", subprocess=True)
+    replay = run(project, DEAD, *args, "-n", "4", subprocess=True)
     assert replay.parseoutcomes().get("passed") == total, replay.stdout.str()[-2000:]
     assert sorted(r["scenario_id"] for r in last_rows(project)) == sorted(r["scenario_id"] for r in recorded)
 

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from personalens_testkit.cli import main
+from personalens_testkit.cli.estimate import estimate_of
 from personalens_testkit.cli.init_workflow import PROVIDERS, GateSetup, render_workflow
 
 from .support.fake_llm import FakeLLM, Script
@@ -338,7 +339,13 @@ def test_init_writes_one_story_selection_budget_and_the_gate(tmp_path, capsys, m
     import math
     import tomllib
 
+    from personalens_testkit.cli import plan
+
+    estimates = []
+    monkeypatch.setattr(plan, "_BUDGETS", {})  # worked out afresh here, whatever this process did before
+    monkeypatch.setattr(plan, "estimate_of", lambda settings: estimates.append(settings) or estimate_of(settings))
     assert main(["init", str(tmp_path), "--models", models, "--no-ci"]) == 0
+    assert len(estimates) == 1  # the budget it writes is the one it says (an estimate simulates dialogues: 1 s)
     said = capsys.readouterr().out
     config = tomllib.loads((tmp_path / "personalens.toml").read_text())
     monkeypatch.chdir(tmp_path)

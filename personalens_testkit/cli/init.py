@@ -24,7 +24,7 @@ from ..errors import PersonalensError, UsageError
 from ..files import write_atomically
 from ..gating.thresholds import default_thresholds_path
 from .init_workflow import MODEL_LINES, PROVIDERS, SERVER_KINDS, GateSetup, bot_address, render_workflow
-from .plan import planned_profiles_line, recording_budget
+from .plan import config_with_budget, planned_profiles_line, recording_budget
 from .subcommands import Subcommands
 
 #: what a run writes that is not to be committed: run results, the gate's folder, scratch recordings
@@ -58,7 +58,7 @@ def planned_files(target: Path, *, name: str, setup: GateSetup, ci: bool) -> dic
                 profiles=planned_profiles_line())
     template = Template(_template("personalens.toml.txt"))
     # the budget is what recording this very selection with these models would cost
-    config = template.substitute(fill, budget=recording_budget(template.substitute(fill, budget="")).line)
+    config = config_with_budget(template, fill)
     files = {
         target / "suites" / "test_personalens.py": _template("test_personalens.py.txt"),
         target / "suites" / "conftest.py": _template("conftest.py.txt"),

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from string import Template
+from typing import Any, Mapping
 
 from ..data.loader import open_dataset
 from ..data.selection import Selection, profile_numbers, select_scenarios
@@ -71,11 +71,30 @@ class RecordingBudget:
     line: str
 
 
-@functools.lru_cache(maxsize=4)  # init writes a config from it, then says it: one estimate
+#: the budgets worked out in this process, by personalens.toml text (an estimate simulates dialogues: a second of CPU)
+_BUDGETS: dict[str, RecordingBudget] = {}
+
+
+def config_with_budget(template: Template, fill: Mapping[str, str]) -> str:
+    """personalens.toml from ``template`` (its ``$budget`` the line :func:`recording_budget` makes for the rest of
+    it). The written text's budget is known with it: its ``max_cost`` line changes neither its selection nor its
+    models, so init's next steps say it without estimating again."""
+    budget = recording_budget(template.substitute(fill, budget=""))
+    config = template.substitute(fill, budget=budget.line)
+    _BUDGETS[config] = budget
+    return config
+
+
 def recording_budget(config: str) -> RecordingBudget:
     """The cost of recording the selection of this personalens.toml text live (``--record-mode once``, its models,
     no cassette yet: every scenario), and its budget line: the estimate's high end rounded up to a whole $10, so a
     run - a pull request that changes every reply included - never spends past what a whole recording may cost."""
+    if config not in _BUDGETS:
+        _BUDGETS[config] = _budget_of(config)
+    return _BUDGETS[config]
+
+
+def _budget_of(config: str) -> RecordingBudget:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "personalens.toml").write_text(config, encoding="utf-8")
         settings = resolve_settings({"record_mode": "once"}, Path(folder), {})
