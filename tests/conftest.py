@@ -28,6 +28,7 @@ for _name in ("evaluation", "run.cases_runner", "run.finish", "run.header", "run
     importlib.import_module(f"personalens_testkit.{_name}")
 
 from .support.fake_llm import FakeLLM, Script
+from .support.project import LEFT_OUT
 
 pytest_plugins = ["pytester"]
 
@@ -37,21 +38,11 @@ pytest_plugins = ["pytester"]
 # httpcore.ConnectError instead of httpx.ConnectError).
 
 
-#: pytest plugins installed beside the testkit that no run of these tests exercises: a pytest process these tests
-#: start (a pytester run, a bench script's, a CLI command's) loads none of them - deepeval's costs 1.8 s of CPU a
-#: process, the other three 0.1 s together, and the suite starts several hundred. A run that must have a team's
-#: whole environment (tests/test_install.py, tests/test_workflow.py) clears PYTEST_* from its environment; the gate
-#: clears PYTEST_ADDOPTS itself.
-LEFT_OUT = " ".join(f"-p no:{name}" for name in ("deepeval", "anyio", "repeat", "rerunfailures"))
-
-
-def _with_plugins_left_out(addopts: str) -> str:
-    return addopts if LEFT_OUT in addopts else f"{addopts} {LEFT_OUT}".strip()
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    """A process these tests start reads PYTEST_ADDOPTS (this one's own options are parsed already)."""
-    os.environ["PYTEST_ADDOPTS"] = _with_plugins_left_out(os.environ.get("PYTEST_ADDOPTS", ""))
+    """A process these tests start leaves :data:`~.support.project.LEFT_OUT`'s plugins out: it reads PYTEST_ADDOPTS
+    (this one's own options are parsed already)."""
+    given = os.environ.get("PYTEST_ADDOPTS", "")
+    os.environ["PYTEST_ADDOPTS"] = given if LEFT_OUT in given else f"{given} {LEFT_OUT}".strip()
 
 
 @pytest.fixture

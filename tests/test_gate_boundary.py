@@ -37,21 +37,24 @@ KEY_MARK = "sk-test"
 PLANT = "import os; os._exit(0)  # BOT-WAS-HERE\n"
 
 def targets():
+    """(path, whether a file there is planted afresh): what the gate and a later step read, and where Python looks."""
     found = glob.glob("/tmp/personalens-gate-*") + glob.glob("/tmp/personalens-gate-*/**", recursive=True)
     found += glob.glob(OUT + "/**", recursive=True) + [SUMMARY, REPO, os.path.join(REPO, "bot.py")]
     paths = sysconfig.get_paths()
-    found += [os.path.join(paths["purelib"], "zz-bot.pth"), os.path.join(paths["stdlib"], "sitecustomize.py"),
-              os.path.join(paths["purelib"], "personalens_testkit", "__init__.py")]
-    return found
+    found += [os.path.join(paths["purelib"], "personalens_testkit", "__init__.py")]
+    return [(path, False) for path in found] + [(os.path.join(paths["purelib"], "zz-bot.pth"), True),
+                                                 (os.path.join(paths["stdlib"], "sitecustomize.py"), True)]
 
 def attack(moment):
     wrote, signalled, keys = [], [], []
-    for path in targets():
+    for path, plant in targets():
         try:
             if os.path.isdir(path):
                 open(os.path.join(path, "conftest.py"), "w").write(PLANT)
-            else:
-                with open(path, "a") as handle:
+            else:  # a file found a moment ago is written only if it is still there: one gone (another gate's scratch
+                # removed) would be a new file of the bot's own in /tmp, not a write into anything of the gate's
+                flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if plant else 0)
+                with os.fdopen(os.open(path, flags, 0o644), "a") as handle:
                     handle.write(PLANT if path.endswith((".py", ".pth")) else "BOT-WAS-HERE: passed\n")
             wrote.append(path)
         except OSError:

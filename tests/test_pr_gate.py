@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .support.fake_llm import FakeLLM, Script
-from .support.project import recorded_rows, write_recorded, with_runs
+from .support.project import LEFT_OUT, recorded_rows, write_recorded, with_runs
 from .support.reachable import tmp_path  # noqa: F401 - a folder a bot under its own user id can reach
 
 #: user 7's single-domain scenarios in these domains: enough for the baseline to decide (a gate needs 10)
@@ -52,7 +52,7 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int =
 
 def environment(fake: FakeLLM | None = None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "OPENAI", "GITHUB"))}
-    env.update(OPENAI_API_KEY="sk-test-not-a-real-key-000",
+    env.update(PYTEST_ADDOPTS=LEFT_OUT, OPENAI_API_KEY="sk-test-not-a-real-key-000",
                OPENAI_BASE_URL=fake.url if fake else "http://127.0.0.1:9/v1", **extra)
     return env
 

@@ -10,6 +10,12 @@ from pathlib import Path
 import pytest
 
 SUITES = Path(__file__).resolve().parent.parent.parent / "suites"
+#: pytest plugins installed beside the testkit that no run of these tests exercises: a pytest process the tests start
+#: (a pytester run, a bench script's, a CLI command's, a team repository's) loads none of them - deepeval's costs 1.8 s
+#: of CPU a process, the other three 0.1 s together, and the suite starts several hundred (tests/conftest.py). A run
+#: that must have a team's whole environment (tests/test_install.py, tests/test_workflow.py) clears PYTEST_* from its
+#: environment; the gate clears PYTEST_ADDOPTS itself.
+LEFT_OUT = " ".join(f"-p no:{name}" for name in ("deepeval", "anyio", "repeat", "rerunfailures"))
 INI = ("[pytest]\naddopts = -p no:deepeval\nasyncio_default_fixture_loop_scope = function\n"
        "filterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
 
