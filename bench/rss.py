@@ -75,7 +75,9 @@ def run_sampled(command: list[str], *, cwd: Path | None = None, env: Mapping[str
     while process.poll() is None:
         for pid in [process.pid, *descendants(process.pid)]:
             kb = peak_kb(pid)
-            line = peaks[pid][0] if pid in peaks else _cmdline(pid)
+            # read again at each sample: a child seen between its fork and its exec still shows its parent's
+            # command line (an xdist worker would be counted as "other"); once gone, it keeps the last one read
+            line = _cmdline(pid) or (peaks[pid][0] if pid in peaks else "")
             peaks[pid] = (line, max(kb, peaks.get(pid, ("", 0))[1]))
         time.sleep(0.2)
     wall = time.perf_counter() - started

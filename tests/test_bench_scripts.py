@@ -87,6 +87,16 @@ def test_rss_bench_measures_a_command_and_its_children():
     assert peak >= 60 and "other: 1 process" in out
 
 
+def test_rss_bench_names_a_child_by_what_it_became():
+    """A child seen before it executes its own program (its command line still its parent's) is named by the
+    command line it runs: an xdist worker is a worker, however early a sample saw it."""
+    become = ("import os, sys, time; time.sleep(1); "
+              "os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1)', 'xd' + 'ist'])")
+    start = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {become!r}])"
+    out = bench("bench/rss.py", "--", sys.executable, "-c", start)
+    assert "xdist worker: 1 process" in out and "other" not in out, out
+
+
 def test_collection_bench_small(tmp_path):
     bench("bench/synth_data.py", str(tmp_path / "data"), "--profiles", "60")
     out = bench("bench/collection.py", "--repeat", "1", "--personalens-data", str(tmp_path / "data"))
